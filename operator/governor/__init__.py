@@ -1,0 +1,1 @@
+"""vLLM Governor: the Kopf operator, the control law and the standalone governor."""

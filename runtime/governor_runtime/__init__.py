@@ -1,0 +1,1 @@
+"""vLLM Governor runtime: vLLM plugins that move the concurrency cap inside a live engine."""
