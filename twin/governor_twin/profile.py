@@ -1,0 +1,76 @@
+"""Engine profiles: the step-time model and the engine's limits, stored as data in `governor_twin/data/`.
+
+A step of vLLM's V1 engine runs every scheduled sequence once: each decoding sequence produces one token and
+each prefilling sequence consumes a chunk of its prompt. Its duration is modelled as
+
+    t = base + per_seq × (sequences in the step) + per_kv_token × (context tokens read by decodes)
+          + per_prefill_token × (prompt tokens computed in the step)
+
+which is the joint least-squares form the H200 calibration fits (`calibration/h200_llama8b_step_fits.json`:
+4.709 ms + 0.01738 ms × B + 2.813e-5 ms × Σctx for decodes; 0.02393 ms per prompt token for prefills).
+`request_overhead_s` is what a request spends outside engine steps (HTTP, tokenizer-free input processing,
+IPC, output streaming): it adds to TTFT and end-to-end latency but does not occupy the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepTimeModel:
+    base_s: float
+    per_seq_s: float
+    per_kv_token_s: float
+    per_prefill_token_s: float
+
+    def step_s(self, n_seqs: int, kv_tokens: float, prefill_tokens: int) -> float:
+        return (
+            self.base_s
+            + self.per_seq_s * n_seqs
+            + self.per_kv_token_s * kv_tokens
+            + self.per_prefill_token_s * prefill_tokens
+        )
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """Everything the twin needs to behave like one engine: limits, KV size, step times, provenance."""
+
+    name: str
+    step: StepTimeModel
+    ceiling: int  # --max-num-seqs at startup
+    token_budget: int  # --max-num-batched-tokens (per-step token budget, chunked prefill)
+    max_model_len: int
+    block_size: int
+    num_blocks: int
+    request_overhead_s: float
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.block_size * self.num_blocks
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EngineProfile:
+        values = dict(data)
+        values["step"] = StepTimeModel(**values["step"])
+        return cls(**values)
+
+
+def load_profile(name: str) -> EngineProfile:
+    """A profile stored in the package: `h200_llama8b` (calibration/) or `cpu_tiny_llama` (measured here)."""
+    text = resources.files("governor_twin").joinpath("data", f"{name}.json").read_text()
+    return EngineProfile.from_json(json.loads(text))
+
+
+def with_limits(profile: EngineProfile, **changes: Any) -> EngineProfile:
+    values = asdict(profile)
+    values.update(changes)
+    return EngineProfile.from_json(values)
