@@ -34,6 +34,7 @@ RUNTIME_LONG_PROMPTS = "vllm_governor:long_prompts_total"
 # Exported by the operator (labels: namespace, name) on its own /metrics.
 OP_CAP = "governor_cap"
 OP_CEILING = "governor_cap_ceiling"
+OP_CAP_FLOOR = "governor_cap_floor"
 OP_P99 = "governor_latency_p99_seconds"
 OP_P99_SMOOTHED = "governor_latency_p99_smoothed_seconds"
 OP_SLO_TARGET = "governor_slo_target_seconds"

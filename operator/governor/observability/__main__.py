@@ -1,0 +1,3 @@
+from governor.observability.generate import main
+
+raise SystemExit(main())
