@@ -1,0 +1,386 @@
+"""The control law: (state, observation) -> decision. Pure: no clock, no I/O, no randomness.
+
+Every tick the loop reads one Observation (the SLO latency quantile over the window, queue, running...)
+and calls `decide`. The Decision carries the new cap, a short reason code (a metric label), a sentence
+for humans, the mode, a replica wish (-1, 0, +1) for the replica planner, and the next state. The state
+is JSON-able: it is stored in the InferenceService status, so an operator restart resumes, not resets.
+
+The seed (001 §3.2) law, kept verbatim in `seed_step`/`seed_decide` for the benchmark:
+    P99 > 1.1·SLO -> cap = max(1, int(cap·0.8));  P99 < 0.9·SLO -> cap = min(256, int(cap·1.15)).
+Its defects, and the rule that fixes each one:
+ 1. A raw P99 over a short window is noisy -> EWMA smoothing (alpha) before comparing with the SLO.
+ 2. int(cap·1.15) never grows a cap below 7 -> every step moves the cap by at least 1.
+ 3. One noisy tick moves the cap -> a hysteresis band [band_low·SLO, band_high·SLO] holds it, and a
+    raise needs `raise_after_ticks` comfortable ticks in a row.
+ 4. Nothing bounds a step but the factor -> |step| <= max(1, ceil(cap·max(1-decrease, increase-1))),
+    and <= max_step when set (`step_bound`).
+ 5. A lower cap only bites as running requests finish (vLLM drains, it does not preempt), and the window
+    still holds old samples -> after a decrease, `cooldown_s` without a further move.
+ 6. 256 is a constant -> bounds [min_cap, ceiling]; the ceiling is the engine's startup max_num_seqs,
+    which can never be raised live.
+ 7. Low load gives a low P99, and the cap creeps up for ever -> raise only while the cap binds (a queue,
+    or running near the cap). Unknown running/queue counts as "not binding".
+ 8. The cap is the wrong lever for queue-driven latency (DESIGN.md, H200 data: a lower cap buys TPOT and
+    pays in queueing) -> per-token SLOs (TPOT, inter-token) move the cap; TTFT and e2e SLOs never lower
+    it: they raise it while it binds, then ask for replicas.
+ 9. Lowering the cap while arrivals outrun service starves the queue -> a queue growing by more than
+    `queue_growth_fraction` of the completion rate for `replica_after_ticks` holds the cap and asks for
+    a replica.
+10. At the floor and still violating, the law has nothing left (windup) -> after `replica_after_ticks`
+    such ticks, replica_wish = +1; a cap with headroom and an idle engine for `idle_after_ticks`: -1.
+Seed §4.3 inputs, with caps relative to the ceiling (the seed's 256 -> 64 is 0.25·ceiling):
+11. Long-tail mode: prompts above 1.3 x the windowed prompt P95 (the runtime counts them) at a rate of
+    at least `long_tail_fraction` of requests -> cap clipped to long_tail_cap_fraction·ceiling for
+    `long_tail_hold_s`.
+12. Burst pre-emption: the EWMA of the request rate rising by more than `burst_slope` per tick for
+    `burst_ticks` ticks in a row -> one pre-emptive decrease step, and no raise for `burst_hold_s`.
+    Modes and bursts only ever lower the cap for per-token SLOs (rule 8).
+13. Initial cap: the GPU profile table below and the SLO (the largest measured cap whose TPOT P99 meets
+    the SLO), else the ceiling (vLLM's own behaviour; the law then walks down).
+No data (Prometheus down, no traffic, NaN, stale) holds the cap: the law never acts on a guess.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from governor.signals import LatencyKind
+
+Mode = Literal["normal", "long-tail", "burst"]
+
+
+class LawConfig(BaseModel):
+    """Everything the law needs to know about one governed service. Built from the spec or the CLI flags."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    slo_target_s: float = Field(gt=0)
+    latency_kind: LatencyKind = LatencyKind.TPOT
+    quantile: float = Field(default=0.99, gt=0, lt=1)
+    min_cap: int = Field(default=1, ge=1)
+    ceiling: int = Field(default=256, ge=1, description="startup max_num_seqs, or the user's lower max cap")
+    initial_cap: int | None = Field(default=None, ge=1)
+    gpu_type: str | None = None
+    model_class: str | None = None
+    decrease_factor: float = Field(default=0.8, gt=0, lt=1)
+    increase_factor: float = Field(default=1.15, gt=1, le=4)
+    band_low: float = Field(default=0.9, gt=0, le=1)
+    band_high: float = Field(default=1.1, ge=1)
+    alpha: float = Field(default=0.5, gt=0, le=1, description="EWMA weight of the newest P99")
+    max_step: int | None = Field(default=None, ge=1)
+    cooldown_s: float = Field(default=10.0, ge=0)
+    raise_after_ticks: int = Field(default=2, ge=1)
+    tick_s: float = Field(default=5.0, gt=0)
+    window_s: float = Field(default=30.0, gt=0)
+    binding_fraction: float = Field(default=0.9, gt=0, le=1)
+    queue_min: float = Field(default=1.0, ge=0, description="waiting requests that count as a queue")
+    queue_growth_fraction: float = Field(default=0.1, gt=0, description="arrivals above completions, share")
+    queue_growth_min: float = Field(default=0.2, ge=0, description="req/s of queue growth that always counts")
+    replica_after_ticks: int = Field(default=3, ge=1)
+    idle_after_ticks: int = Field(default=12, ge=1)
+    idle_fraction: float = Field(default=0.5, gt=0, lt=1)
+    long_tail_fraction: float = Field(default=0.01, ge=0)
+    long_tail_cap_fraction: float = Field(default=0.25, gt=0, le=1)
+    long_tail_hold_s: float = Field(default=60.0, ge=0)
+    burst_slope: float = Field(default=0.15, gt=0)
+    burst_ticks: int = Field(default=3, ge=1)
+    burst_min_rate: float = Field(default=0.5, ge=0)
+    burst_hold_s: float = Field(default=30.0, ge=0)
+
+    @model_validator(mode="after")
+    def _coherent(self) -> LawConfig:
+        if self.min_cap > self.ceiling:
+            raise ValueError(f"min_cap {self.min_cap} is above the ceiling {self.ceiling}")
+        if self.band_low >= self.band_high:
+            raise ValueError("band_low must be below band_high")
+        return self
+
+    @property
+    def step_limit_fraction(self) -> float:
+        return max(1 - self.decrease_factor, self.increase_factor - 1)
+
+
+class LawState(BaseModel):
+    """What the law remembers between ticks; stored as-is in status.law."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    cap: int = Field(ge=1)
+    p99_smoothed: float | None = None
+    mode: Mode = "normal"
+    mode_until_s: float = 0.0
+    cooldown_until_s: float = 0.0
+    comfortable_ticks: int = 0
+    pressure_ticks: int = 0
+    idle_ticks: int = 0
+    rate_ewma: float | None = None
+    burst_ticks: int = 0
+    waiting_prev: float | None = None
+    waiting_prev_s: float | None = None
+    growth_ticks: int = 0
+    ticks: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One tick's reading. None means unknown (no data, NaN, stale): the law never guesses it."""
+
+    now_s: float
+    p99_s: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None
+    preemption_rate: float | None = None
+    request_rate: float | None = None
+    prompt_p95: float | None = None
+    long_prompt_rate: float | None = None
+    queue_growth: float | None = None  # d(waiting)/dt in req/s over the window; else derived from `waiting`
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    cap: int
+    reason: str  # short code, a metric label
+    detail: str  # a sentence for Events and status
+    mode: Mode
+    replica_wish: Literal[-1, 0, 1]
+    state: LawState
+    previous_cap: int
+
+    @property
+    def direction(self) -> Literal["up", "down", "hold"]:
+        return "up" if self.cap > self.previous_cap else "down" if self.cap < self.previous_cap else "hold"
+
+
+# GPU profile table: (gpu type, model size class) -> (default cap, heavy-load TPOT P99 by cap, if measured).
+# "small" = 7-8B dense, "medium" = 13B. Only the H200 row is measured (shared/calibration: vLLM 0.26,
+# Llama-3.1-8B shape, TPOT P99 of the saturated rows); the others are the seed's §4.1 claims (cap only).
+GPU_PROFILES: dict[tuple[str, str], tuple[int, dict[int, float] | None]] = {
+    ("h200", "small"): (128, {16: 0.0076, 32: 0.0103, 64: 0.0149, 128: 0.0259, 256: 0.0428}),
+    ("h100", "small"): (256, None),
+    ("a100-80gb", "medium"): (64, None),
+    ("l40s", "small"): (128, None),
+}
+
+
+def clip(cap: int, cfg: LawConfig) -> int:
+    return max(cfg.min_cap, min(cfg.ceiling, cap))
+
+
+def mode_cap(mode: Mode, cfg: LawConfig) -> int:
+    """The upper limit a mode puts on the cap, relative to the ceiling (rule 11)."""
+    if mode == "long-tail" and cfg.latency_kind.per_token:
+        return clip(math.floor(cfg.long_tail_cap_fraction * cfg.ceiling), cfg)
+    return cfg.ceiling
+
+
+def step_bound(cap: int, cfg: LawConfig) -> int:
+    """The largest move one SLO-driven tick may make from `cap` (rule 4)."""
+    bound = max(1, math.ceil(cap * cfg.step_limit_fraction))
+    return bound if cfg.max_step is None else min(bound, cfg.max_step)
+
+
+def _lower(cap: int, cfg: LawConfig) -> int:
+    return clip(max(cap - step_bound(cap, cfg), min(cap - 1, math.floor(cap * cfg.decrease_factor))), cfg)
+
+
+def _raise(cap: int, limit: int, cfg: LawConfig) -> int:
+    return min(limit, min(cap + step_bound(cap, cfg), max(cap + 1, math.floor(cap * cfg.increase_factor))))
+
+
+def initial_state(cfg: LawConfig) -> LawState:
+    """Rule 13: explicit initial cap, else the profile table and the SLO, else the ceiling."""
+    if cfg.initial_cap is not None:
+        return LawState(cap=clip(cfg.initial_cap, cfg))
+    profile = GPU_PROFILES.get(((cfg.gpu_type or "").lower(), (cfg.model_class or "small").lower()))
+    if profile is None or not cfg.latency_kind.per_token:
+        return LawState(cap=cfg.ceiling)
+    default_cap, tpot_by_cap = profile
+    if tpot_by_cap is None or cfg.latency_kind is not LatencyKind.TPOT:
+        return LawState(cap=clip(default_cap, cfg))
+    meeting = [cap for cap, tpot in tpot_by_cap.items() if tpot <= cfg.slo_target_s]
+    return LawState(cap=clip(max(meeting) if meeting else min(tpot_by_cap), cfg))
+
+
+def _known(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
+    now = obs.now_s
+    p99, running, waiting = _known(obs.p99_s), _known(obs.running), _known(obs.waiting)
+    rate = _known(obs.request_rate)
+    per_token = cfg.latency_kind.per_token
+
+    # Rule 1: smoothing. Unknown P99 keeps the old smoothed value (and the cap: rule "no-data" below).
+    smoothed = state.p99_smoothed
+    if p99 is not None:
+        smoothed = p99 if smoothed is None else cfg.alpha * p99 + (1 - cfg.alpha) * smoothed
+    violating = smoothed is not None and smoothed > cfg.band_high * cfg.slo_target_s
+    comfortable = smoothed is not None and smoothed < cfg.band_low * cfg.slo_target_s
+
+    # Rule 9: is the queue growing, i.e. arrivals outrun completions by a meaningful share?
+    growth = _known(obs.queue_growth)
+    if growth is None and waiting is not None and state.waiting_prev is not None and state.waiting_prev_s:
+        dt = now - state.waiting_prev_s
+        growth = (waiting - state.waiting_prev) / dt if dt > 0 else None
+    growing = (
+        waiting is not None
+        and waiting >= max(cfg.queue_min, 1.0)
+        and growth is not None
+        and growth > max(cfg.queue_growth_min, cfg.queue_growth_fraction * (rate or 0.0))
+    )
+    growth_ticks = state.growth_ticks + 1 if growing else 0
+    overloaded = growth_ticks >= cfg.replica_after_ticks
+
+    # Rules 11, 12: modes.
+    mode, mode_until = state.mode, state.mode_until_s
+    if now >= mode_until:
+        mode = "normal"
+    long_rate = _known(obs.long_prompt_rate)
+    if long_rate is not None and long_rate > 0 and long_rate >= cfg.long_tail_fraction * (rate or 0.0):
+        mode, mode_until = "long-tail", now + cfg.long_tail_hold_s
+    rate_ewma = state.rate_ewma
+    burst_ticks = 0
+    if rate is not None:
+        rate_ewma = rate if rate_ewma is None else cfg.alpha * rate + (1 - cfg.alpha) * rate_ewma
+        prev = state.rate_ewma
+        rising = prev is not None and prev >= cfg.burst_min_rate and rate_ewma > prev * (1 + cfg.burst_slope)
+        burst_ticks = state.burst_ticks + 1 if rising else 0
+    burst = burst_ticks >= cfg.burst_ticks
+    if burst:
+        burst_ticks = 0  # one pre-emptive step per confirmation
+        if mode != "long-tail":
+            mode, mode_until = "burst", now + cfg.burst_hold_s
+
+    binding = (running is not None and running >= cfg.binding_fraction * state.cap) or (
+        waiting is not None and waiting >= max(cfg.queue_min, 1.0)
+    )
+    cooling = now < state.cooldown_until_s
+    upper = mode_cap(mode, cfg)
+    cap = state.cap
+    floor = cfg.min_cap
+    pressure = False
+    cooldown_until = state.cooldown_until_s
+
+    if clip(cap, cfg) != cap:
+        new, reason, detail = clip(cap, cfg), "bounds", f"cap brought into [{cfg.min_cap}, {cfg.ceiling}]"
+    elif p99 is None or smoothed is None:
+        new, reason, detail = cap, "no-data", "no latency data (no traffic, or metrics unavailable): cap held"
+    elif per_token and cap > upper:
+        new, reason, detail = upper, mode, f"{mode} mode caps at {upper} (a fraction of the ceiling)"
+    elif per_token and violating and overloaded:
+        new, reason, pressure = cap, "queue-overload", True
+        detail = (
+            "per-token SLO missed but the queue grows: cap held (lower starves the queue), replica wanted"
+        )
+    elif per_token and (violating or burst) and cooling:
+        new, reason, detail = cap, "cooldown", "waiting for the last decrease to drain"
+        pressure = violating and cap <= floor
+    elif per_token and (violating or burst) and cap <= floor:
+        new, reason, pressure = cap, "at-floor", violating
+        detail = f"cap at its floor {floor} and the SLO is still missed"
+    elif per_token and (violating or burst):
+        new, reason = _lower(cap, cfg), "slo-violation" if violating else "burst"
+        detail = (
+            f"P99 {smoothed:.4g}s above {cfg.band_high:g} x SLO"
+            if violating
+            else "request rate rising: pre-emptive decrease"
+        )
+        cooldown_until = now + cfg.cooldown_s
+    elif not per_token and violating:
+        queue = waiting is not None and waiting >= max(cfg.queue_min, 1.0)
+        if queue and binding and cap < upper:
+            new, reason, detail = (
+                _raise(cap, upper, cfg),
+                "queue-pressure",
+                "queue-driven latency: cap up first",
+            )
+        else:
+            new, reason, pressure = cap, "queue-pressure", True
+            detail = "queue-driven latency past the cap: cap held (never lowered for it), replica wanted"
+    elif comfortable and cooling:
+        new, reason, detail = cap, "cooldown", "waiting for the last decrease to drain"
+    elif comfortable and not binding:
+        new, reason, detail = cap, "not-binding", "P99 low but the cap is not the bottleneck: no creep"
+    elif comfortable and (cap >= upper or mode == "burst"):
+        new, reason, detail = cap, "at-limit", f"cap at its {mode}-mode limit"
+    elif comfortable and state.comfortable_ticks + 1 < cfg.raise_after_ticks:
+        new, reason, detail = cap, "confirming", "P99 low: confirming before a raise"
+    elif comfortable:
+        new, reason, detail = (
+            _raise(cap, upper, cfg),
+            "headroom",
+            f"P99 {smoothed:.4g}s below band, cap binds",
+        )
+    else:
+        new, reason, detail = cap, "in-band", "P99 inside the hysteresis band"
+
+    # Rule 10: anti-windup hand-off to the replica planner.
+    pressure_ticks = state.pressure_ticks + 1 if pressure else 0
+    quiet = waiting is not None and waiting < 1 and running is not None and running <= cfg.idle_fraction * new
+    no_traffic = p99 is None and rate == 0.0  # no requests at all: the quantile is undefined, the engine idle
+    idle = quiet and ((comfortable and not violating and p99 is not None) or no_traffic)
+    idle_ticks = state.idle_ticks + 1 if idle else 0
+    wish: Literal[-1, 0, 1] = 0
+    if pressure_ticks >= cfg.replica_after_ticks:
+        wish, pressure_ticks = 1, 0
+    elif idle_ticks >= cfg.idle_after_ticks:
+        wish, idle_ticks = -1, 0
+
+    next_state = LawState(
+        cap=new,
+        p99_smoothed=smoothed,
+        mode=mode,
+        mode_until_s=mode_until,
+        cooldown_until_s=cooldown_until,
+        comfortable_ticks=state.comfortable_ticks + 1 if comfortable else 0,
+        pressure_ticks=pressure_ticks,
+        idle_ticks=idle_ticks,
+        rate_ewma=rate_ewma,
+        burst_ticks=burst_ticks,
+        waiting_prev=waiting if waiting is not None else state.waiting_prev,
+        waiting_prev_s=now if waiting is not None else state.waiting_prev_s,
+        growth_ticks=growth_ticks,
+        ticks=state.ticks + 1,
+    )
+    return Decision(
+        cap=new,
+        reason=reason,
+        detail=detail,
+        mode=mode,
+        replica_wish=wish,
+        state=next_state,
+        previous_cap=cap,
+    )
+
+
+# --- The seed law, verbatim (001 §3.2), for the benchmark. Do not use it to govern anything. ---
+
+
+def seed_step(cap: int, p99_s: float, slo_s: float) -> int:
+    if p99_s > slo_s * 1.1:
+        return max(1, int(cap * 0.8))
+    if p99_s < slo_s * 0.9:
+        return min(256, int(cap * 1.15))
+    return cap
+
+
+def seed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
+    """The seed law behind `decide`'s signature: raw P99, no band memory, no bounds but [1, 256]."""
+    p99 = _known(obs.p99_s)
+    new = state.cap if p99 is None else seed_step(state.cap, p99, cfg.slo_target_s)
+    reason = "no-data" if p99 is None else "seed"
+    return Decision(
+        cap=new,
+        reason=reason,
+        detail="seed law (001 §3.2)",
+        mode="normal",
+        replica_wish=0,
+        state=state.model_copy(update={"cap": new, "p99_smoothed": p99, "ticks": state.ticks + 1}),
+        previous_cap=state.cap,
+    )

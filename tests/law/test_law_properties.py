@@ -1,0 +1,137 @@
+"""Property tests of the law: bounds, bounded steps, reaching the floor, no oscillation in the band."""
+
+from __future__ import annotations
+
+import math
+
+from governor.law import (
+    Decision,
+    LawConfig,
+    LawState,
+    Observation,
+    clip,
+    decide,
+    initial_state,
+    mode_cap,
+    step_bound,
+)
+from governor.signals import LatencyKind
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+TICK = 5.0
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> LawConfig:
+    ceiling = draw(st.integers(1, 512))
+    return LawConfig(
+        slo_target_s=draw(st.floats(0.001, 10.0)),
+        latency_kind=draw(st.sampled_from(list(LatencyKind))),
+        min_cap=draw(st.integers(1, ceiling)),
+        ceiling=ceiling,
+        decrease_factor=draw(st.floats(0.3, 0.95)),
+        increase_factor=draw(st.floats(1.01, 2.0)),
+        alpha=draw(st.floats(0.05, 1.0)),
+        max_step=draw(st.none() | st.integers(1, 64)),
+        cooldown_s=draw(st.sampled_from([0.0, 5.0, 10.0, 30.0])),
+        raise_after_ticks=draw(st.integers(1, 4)),
+    )
+
+
+maybe = st.none() | st.just(math.nan) | st.floats(0, 1e4)
+observations = st.lists(
+    st.tuples(
+        st.none() | st.sampled_from([math.nan, math.inf]) | st.floats(0, 100),  # p99
+        maybe,  # running
+        maybe,  # waiting
+        st.none() | st.floats(0, 1000),  # request rate
+        st.none() | st.floats(0, 100),  # long-prompt rate
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+def run(cfg: LawConfig, readings: list[tuple[float | None, ...]], state: LawState) -> list[Decision]:
+    decisions = []
+    for i, (p99, running, waiting, rate, long_rate) in enumerate(readings):
+        obs = Observation(
+            now_s=i * TICK,
+            p99_s=p99,
+            running=running,
+            waiting=waiting,
+            request_rate=rate,
+            long_prompt_rate=long_rate,
+        )
+        d = decide(state, obs, cfg)
+        decisions.append(d)
+        state = d.state
+    return decisions
+
+
+@settings(max_examples=300, deadline=None)
+@given(configs(), observations, st.integers(1, 600))
+def test_cap_never_leaves_bounds_and_never_steps_beyond_its_bound(
+    cfg: LawConfig, readings: list[tuple[float | None, ...]], start_cap: int
+) -> None:
+    for d in run(cfg, readings, LawState(cap=start_cap)):
+        assert cfg.min_cap <= d.cap <= cfg.ceiling
+        assert d.replica_wish in (-1, 0, 1)
+        if d.reason == "bounds":  # the config changed under the state: clip at once
+            assert d.cap == clip(d.previous_cap, cfg)
+        elif d.reason == "long-tail":  # a mode cap is a limit, not a step
+            assert d.cap == mode_cap("long-tail", cfg) < d.previous_cap
+        else:
+            assert abs(d.cap - d.previous_cap) <= step_bound(d.previous_cap, cfg)
+        if not cfg.latency_kind.per_token:
+            assert d.cap >= d.previous_cap or d.reason == "bounds"  # queue-driven SLOs never lower the cap
+
+
+@settings(max_examples=200, deadline=None)
+@given(configs(), st.floats(1.2, 50.0))
+def test_sustained_per_token_violation_reaches_the_floor_in_bounded_ticks(
+    cfg: LawConfig, excess: float
+) -> None:
+    cfg = cfg.model_copy(update={"latency_kind": LatencyKind.TPOT})
+    state = LawState(cap=cfg.ceiling)
+    # Each step removes at least max(1, a share of the cap); each decrease is followed by the cooldown.
+    steps = math.ceil(math.log(cfg.ceiling / cfg.min_cap) / -math.log(cfg.decrease_factor)) + cfg.ceiling
+    if cfg.max_step is not None:
+        steps = math.ceil(cfg.ceiling / cfg.max_step) + steps
+    steps = min(steps, cfg.ceiling - cfg.min_cap)
+    ticks_per_step = 1 + math.ceil(cfg.cooldown_s / TICK)
+    warmup = math.ceil(math.log(1 - 1.1 / (excess * 1.0)) / math.log(1 - cfg.alpha)) if cfg.alpha < 1 else 1
+    budget = steps * ticks_per_step + warmup + 1
+    p99 = excess * cfg.slo_target_s
+    for i in range(budget):
+        state = decide(
+            state, Observation(now_s=i * TICK, p99_s=p99, running=state.cap, waiting=0.0), cfg
+        ).state
+    assert state.cap == cfg.min_cap
+
+
+@settings(max_examples=200, deadline=None)
+@given(configs(), st.lists(st.floats(0.9, 1.1), min_size=5, max_size=80), st.integers(1, 512))
+def test_stationary_noise_inside_the_band_never_moves_the_cap(
+    cfg: LawConfig, noise: list[float], start: int
+) -> None:
+    state = LawState(cap=clip(start, cfg))
+    for i, factor in enumerate(noise):
+        d = decide(
+            state, Observation(now_s=i * TICK, p99_s=factor * cfg.slo_target_s, running=1e4, waiting=5.0), cfg
+        )
+        assert d.cap == state.cap
+        state = d.state
+
+
+@settings(max_examples=200, deadline=None)
+@given(configs(), st.lists(st.floats(1.5, 3.0), min_size=5, max_size=80))
+def test_noisy_stationary_violation_only_ever_lowers(cfg: LawConfig, noise: list[float]) -> None:
+    state = initial_state(cfg)
+    for i, factor in enumerate(noise):
+        d = decide(
+            state, Observation(now_s=i * TICK, p99_s=factor * cfg.slo_target_s, running=1e4, waiting=0), cfg
+        )
+        assert d.direction in ("down", "hold") if cfg.latency_kind.per_token else d.direction != "down"
+        state = d.state

@@ -1,0 +1,139 @@
+"""One test per rule of the law (see governor/law.py): state + readings -> decision."""
+
+from __future__ import annotations
+
+from governor.law import (
+    Decision,
+    LawConfig,
+    LawState,
+    Observation,
+    decide,
+    initial_state,
+    seed_decide,
+    seed_step,
+)
+from governor.signals import LatencyKind
+
+SLO = 0.02
+CFG = LawConfig(slo_target_s=SLO, ceiling=64, min_cap=2, cooldown_s=10.0, tick_s=5.0)
+
+
+def ticks(
+    state: LawState, cfg: LawConfig, n: int, start: float = 0.0, **reading: float | None
+) -> list[Decision]:
+    out = []
+    for i in range(n):
+        d = decide(state, Observation(now_s=start + i * cfg.tick_s, **reading), cfg)
+        out.append(d)
+        state = d.state
+    return out
+
+
+def test_seed_law_is_kept_verbatim_with_its_defect() -> None:
+    assert seed_step(100, 1.0, 0.5) == 80
+    assert seed_step(6, 0.1, 1.0) == 6  # int(6 x 1.15) == 6: the seed never grows a small cap
+    assert seed_step(250, 0.1, 1.0) == 256
+    d = seed_decide(LawState(cap=10), Observation(now_s=0, p99_s=0.1), LawConfig(slo_target_s=1.0))
+    assert d.cap == 11
+
+
+def test_small_caps_make_progress_both_ways() -> None:
+    up = ticks(LawState(cap=3), CFG, 3, p99_s=SLO / 4, running=3, waiting=4)
+    assert [d.cap for d in up] == [
+        3,
+        4,
+        5,
+    ]  # one confirming tick, then +1 per tick although int(3 x 1.15) == 3
+    down = decide(LawState(cap=3), Observation(now_s=0, p99_s=SLO * 3, running=3, waiting=0), CFG)
+    assert down.cap == 2 and down.reason == "slo-violation"
+
+
+def test_cooldown_after_a_decrease_holds_the_cap_while_it_drains() -> None:
+    caps = [d.cap for d in ticks(LawState(cap=64), CFG, 5, p99_s=SLO * 2, running=64, waiting=0)]
+    assert caps == [51, 51, 40, 40, 32]  # 10 s cooldown at a 5 s tick: one held tick after each decrease
+
+
+def test_low_latency_does_not_creep_the_cap_up_when_it_is_not_binding() -> None:
+    ds = ticks(LawState(cap=16), CFG, 10, p99_s=SLO / 4, running=3, waiting=0)
+    assert {d.cap for d in ds} == {16} and ds[-1].reason == "not-binding"
+    assert {d.cap for d in ticks(LawState(cap=16), CFG, 3, p99_s=SLO / 4)} == {16}  # unknown load: no creep
+
+
+def test_raise_stops_at_the_ceiling() -> None:
+    ds = ticks(LawState(cap=40), CFG, 20, p99_s=SLO / 4, running=64, waiting=10)
+    assert ds[-1].cap == 64 and ds[-1].reason == "at-limit"
+
+
+def test_ewma_absorbs_a_single_spike() -> None:
+    state = ticks(LawState(cap=32), CFG, 4, p99_s=SLO)[-1].state
+    d = decide(state, Observation(now_s=20, p99_s=SLO * 1.15, running=32, waiting=0), CFG)
+    assert d.cap == 32 and d.reason == "in-band"
+
+
+def test_queue_driven_slo_never_lowers_the_cap_and_asks_for_a_replica() -> None:
+    cfg = CFG.model_copy(update={"latency_kind": LatencyKind.TTFT, "slo_target_s": 1.0})
+    ds = ticks(LawState(cap=64), cfg, 6, p99_s=5.0, running=64, waiting=200)
+    assert {d.cap for d in ds} == {64}
+    assert [d.replica_wish for d in ds] == [0, 0, 1, 0, 0, 1]  # every replica_after_ticks, not every tick
+    raised = decide(LawState(cap=32), Observation(now_s=0, p99_s=5.0, running=32, waiting=50), cfg)
+    assert raised.cap > 32  # vertical first: a binding cap below the ceiling goes up
+
+
+def test_growing_queue_holds_the_cap_instead_of_starving_the_queue() -> None:
+    state = LawState(cap=32)
+    decisions = []
+    for i in range(8):  # arrivals outrun completions: the queue grows by 20 requests per tick
+        obs = Observation(now_s=i * 5.0, p99_s=SLO * 2, running=32, waiting=20.0 * (i + 1), request_rate=10.0)
+        decisions.append(d := decide(state, obs, CFG))
+        state = d.state
+    assert decisions[-1].reason == "queue-overload" and decisions[-1].cap == decisions[-2].cap
+    assert any(d.replica_wish == 1 for d in decisions)
+    assert min(d.cap for d in decisions) > CFG.min_cap
+
+
+def test_at_the_floor_and_still_violating_asks_for_one_more_replica() -> None:
+    ds = ticks(LawState(cap=2), CFG, 3, p99_s=SLO * 3, running=2, waiting=0)
+    assert [d.replica_wish for d in ds] == [0, 0, 1] and {d.cap for d in ds} == {2}
+
+
+def test_idle_with_headroom_allows_one_fewer_replica() -> None:
+    ds = ticks(LawState(cap=64), CFG, 12, p99_s=SLO / 4, running=2, waiting=0)
+    assert [d.replica_wish for d in ds][-1] == -1 and all(d.replica_wish == 0 for d in ds[:-1])
+
+
+def test_no_data_holds_the_cap_and_keeps_the_smoothed_value() -> None:
+    state = ticks(LawState(cap=20), CFG, 2, p99_s=SLO)[-1].state
+    d = decide(state, Observation(now_s=10, p99_s=float("nan"), running=20, waiting=0), CFG)
+    assert d.cap == 20 and d.reason == "no-data" and d.state.p99_smoothed == state.p99_smoothed
+
+
+def test_long_tail_mode_caps_relative_to_the_ceiling_then_expires() -> None:
+    d = decide(LawState(cap=64), Observation(now_s=0, p99_s=SLO, request_rate=10, long_prompt_rate=1.0), CFG)
+    assert d.cap == 16 and d.mode == "long-tail"  # 0.25 x ceiling, as the seed's 256 -> 64
+    later = decide(d.state, Observation(now_s=61, p99_s=SLO / 4, running=16, waiting=5), CFG)
+    assert later.mode == "normal"
+
+
+def test_rising_request_rate_pre_empts_with_one_step() -> None:
+    ds = ticks(LawState(cap=40), CFG, 1, p99_s=SLO, request_rate=1.0, running=40)
+    state = ds[-1].state
+    caps = []
+    for i, rate in enumerate([2.0, 4.0, 8.0]):
+        d = decide(state, Observation(now_s=5 + i * 5, p99_s=SLO, request_rate=rate, running=40), CFG)
+        caps.append(d.cap)
+        state = d.state
+    assert caps == [40, 40, 32] and d.reason == "burst" and d.mode == "burst"
+
+
+def test_initial_cap_from_the_profile_and_the_slo() -> None:
+    h200 = {"gpu_type": "H200", "model_class": "small", "ceiling": 256}
+    assert initial_state(LawConfig(slo_target_s=0.015, **h200)).cap == 64
+    assert initial_state(LawConfig(slo_target_s=0.05, **h200)).cap == 256
+    assert initial_state(LawConfig(slo_target_s=0.001, **h200)).cap == 16
+    assert initial_state(LawConfig(slo_target_s=1.0, ceiling=48)).cap == 48
+    assert initial_state(LawConfig(slo_target_s=1.0, ceiling=48, initial_cap=500)).cap == 48
+
+
+def test_state_survives_a_round_trip_through_status_json() -> None:
+    state = ticks(LawState(cap=64), CFG, 3, p99_s=SLO * 2, running=64, waiting=0, request_rate=3.0)[-1].state
+    assert LawState.model_validate(state.model_dump(mode="json")) == state
