@@ -43,6 +43,7 @@ OP_DESIRED_REPLICAS = "governor_desired_replicas"
 OP_RECONCILES = "governor_reconciles_total"
 OP_RECONCILE_ERRORS = "governor_reconcile_errors_total"
 OP_MANAGED = "governor_managed_objects"
+OP_CHILD_WRITES = "governor_child_writes_total"
 
 
 class LatencyKind(StrEnum):

@@ -1,0 +1,476 @@
+"""The InferenceService API (group ``governor.vllm.ai``, version ``v1alpha1``): spec and status models.
+
+One source of truth: the CRD in ``crds/`` is generated from these models (``python -m governor.crd``), the
+operator parses every object through them, and the control loop reads :class:`Resolved` values.
+
+Choices where the issue was silent:
+
+* Optional numbers the GPU profile can fill (``engine.maxNumSeqs``, ``adaptive.initialCap`` …) are ``None`` in
+  the object and resolved by :meth:`InferenceServiceSpec.resolve`; the CRD carries no server-side defaults,
+  so ``kubectl get -o yaml`` shows what the user wrote and ``status`` shows what the operator chose
+  (``status.ceiling``, ``status.cap``).
+* ``adaptive.enabled`` defaults to "on when ``spec.slo`` is set": the loop needs a target to hold.
+* Unknown fields are errors (a typo such as ``maxNumSeq`` must not be silently dropped).
+* ``modelSizeClass`` picks the profile row; when absent it is guessed from a parameter count in the model
+  name ("…-70B" → large), else small.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from governor import profiles
+from governor.signals import LatencyKind
+
+GROUP = "governor.vllm.ai"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "InferenceService"
+PLURAL = "inferenceservices"
+SINGULAR = "inferenceservice"
+SHORT_NAMES = ("gisvc",)  # KServe owns `isvc`; both CRDs can be installed side by side
+CATEGORIES = ("governor",)
+
+DEFAULT_IMAGE = "ghcr.io/vllm-governor/runtime:0.1.0"
+HTTP_PORT = 8000
+# Flags the operator sets from typed fields; passing them in engine.extraArgs would fight those fields.
+OWNED_FLAGS = {
+    "--model": "spec.model",
+    "--served-model-name": "spec.servedModelName",
+    "--max-num-seqs": "spec.engine.maxNumSeqs",
+    "--max-model-len": "spec.engine.maxModelLen",
+    "--max-num-batched-tokens": "spec.engine.maxNumBatchedTokens",
+    "--tensor-parallel-size": "spec.engine.tensorParallelSize",
+    "--gpu-memory-utilization": "spec.engine.gpuMemoryUtilization",
+    "--block-size": "spec.engine.blockSize",
+    "--port": "the operator (the runtime listens on port 8000, named http)",
+    "--host": "the operator",
+    "--initial-cap": "spec.adaptive.initialCap",
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+MAX_NAME_LENGTH = 63 - len("-admin-token")  # the longest child name must stay a valid label-sized name
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
+        use_attribute_docstrings=True,
+    )
+
+
+def _quantity(value: str | None) -> str | None:
+    if value is not None and not _QUANTITY.match(value):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 16Gi, 500m, 2)")
+    return value
+
+
+class Toleration(_Model):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise ValueError("a toleration with operator Exists must not have a value")
+        if self.operator == "Equal" and not self.key:
+            raise ValueError("a toleration with operator Equal needs a key")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds only applies to effect NoExecute")
+        return self
+
+
+class GPU(_Model):
+    count: int = Field(default=1, ge=0, le=16)
+    """GPUs per replica (nvidia.com/gpu limit). 0 runs on CPU."""
+    type: str | None = None
+    """GPU model, e.g. H200, H100, A100-80GB, L40S, L4; selects the profile row for defaults."""
+
+
+class Resources(_Model):
+    gpu: GPU = GPU()
+    cpu: str | None = None
+    """CPU request, e.g. "8"."""
+    memory: str | None = None
+    """Memory request and limit, e.g. "64Gi"."""
+    shm_size: str = "16Gi"
+    """Size of the in-memory /dev/shm volume (NCCL and the engine's IPC need it)."""
+    node_selector: dict[str, str] = {}
+    tolerations: list[Toleration] = []
+
+    _cpu = field_validator("cpu", "memory", "shm_size")(_quantity)
+
+
+class ModelCache(_Model):
+    pvc_name: str | None = None
+    """An existing PersistentVolumeClaim for the model cache; an emptyDir when unset."""
+    size_limit: str | None = None
+    """emptyDir size limit (only without pvcName)."""
+
+    _size = field_validator("size_limit")(_quantity)
+
+
+class Engine(_Model):
+    """vLLM startup arguments. maxNumSeqs is the ceiling: the live cap never goes above it."""
+
+    max_model_len: int | None = Field(default=None, ge=16)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=4096)
+    """The ceiling. Default: the GPU profile's."""
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    block_size: Literal[1, 8, 16, 32, 64, 128] | None = None
+    tensor_parallel_size: int = Field(default=1, ge=1, le=16)
+    dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] | None = None
+    extra_args: list[str] = []
+    """More vLLM OpenAI server flags, passed as given (not the ones that have a field here)."""
+
+
+class SLO(_Model):
+    kind: LatencyKind = LatencyKind.TPOT
+    """tpot (per request mean decode gap; the signal the cap governs), interToken, ttft or e2e."""
+    quantile: float = Field(default=0.99, gt=0, lt=1)
+    target_ms: float = Field(gt=0, le=3_600_000)
+    """The latency the quantile must stay under, in milliseconds."""
+
+
+class LongTailMode(_Model):
+    enabled: bool = True
+    cap_fraction: float = Field(default=0.25, gt=0, le=1)
+    """Cap ceiling in long-tail mode as a fraction of the ceiling (the seed's 256 → 64)."""
+    prompt_factor: float = Field(default=1.3, gt=1)
+    """A prompt longer than this × the windowed prompt P95 counts as long."""
+
+
+class BurstMode(_Model):
+    enabled: bool = True
+    ticks: int = Field(default=3, ge=1)
+    """Consecutive ticks of rising request rate before a pre-emptive decrease."""
+
+
+class Adaptive(_Model):
+    enabled: bool | None = None
+    """Default: on when spec.slo is set."""
+    min_cap: int = Field(default=1, ge=1)
+    max_cap: int | None = Field(default=None, ge=1)
+    """Default: the ceiling (engine.maxNumSeqs)."""
+    initial_cap: int | None = Field(default=None, ge=1)
+    """Default: from the GPU profile and the SLO."""
+    tick_seconds: float = Field(default=5.0, gt=0, le=3600)
+    window_seconds: float = Field(default=60.0, gt=0, le=86400)
+    decrease_factor: float = Field(default=0.8, gt=0, lt=1)
+    increase_factor: float = Field(default=1.15, gt=1, le=4)
+    band: float = Field(default=0.1, ge=0, lt=1)
+    """Hysteresis: no change while the smoothed P99 is within ±band of the target."""
+    ewma_alpha: float = Field(default=0.3, gt=0, le=1)
+    cooldown_seconds: float = Field(default=15.0, ge=0)
+    """After a decrease, wait this long before the next one (running requests drain first)."""
+    long_tail: LongTailMode = LongTailMode()
+    burst: BurstMode = BurstMode()
+
+
+class Autoscaling(_Model):
+    enabled: bool = False
+    mode: Literal["planner", "external"] = "planner"
+    """planner: the governor writes replicas. external: HPA/KEDA drive the scale subresource."""
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=4, ge=1)
+    alert_driven: bool = True
+    """Alertmanager notifications may ask for replicas."""
+    scale_up_cooldown_seconds: float = Field(default=120.0, ge=0)
+    scale_down_cooldown_seconds: float = Field(default=600.0, ge=0)
+
+
+class Monitoring(_Model):
+    pod_monitor: Literal["auto", "enabled", "disabled"] = "auto"
+    """auto: a PodMonitor when monitoring.coreos.com is installed, else prometheus.io scrape annotations."""
+    interval: str = Field(default="15s", pattern=r"^[0-9]+(ms|s|m|h)$")
+
+
+class Disruption(_Model):
+    max_unavailable: int = Field(default=1, ge=0)
+
+
+class Resolved(BaseModel):
+    """Concrete values after the GPU profile filled what the user left out."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ceiling: int
+    initial_cap: int
+    min_cap: int
+    max_cap: int
+    adaptive: bool
+    gpu: str
+    size: profiles.ModelSize
+    profile_source: str
+    served_model_name: str
+
+
+class InferenceServiceSpec(_Model):
+    model: str = Field(min_length=1)
+    """Hugging Face model id or a path inside the model cache."""
+    served_model_name: str | None = None
+    """Name clients use; default: spec.model."""
+    model_size_class: profiles.ModelSize | None = None
+    """small (≤10B), medium (≤40B) or large; picks the GPU profile row. Default: guessed from spec.model."""
+    replicas: int = Field(default=1, ge=0, le=1000)
+    image: str = Field(default=DEFAULT_IMAGE, min_length=1)
+    resources: Resources = Resources()
+    model_cache: ModelCache = ModelCache()
+    engine: Engine = Engine()
+    slo: SLO | None = None
+    adaptive: Adaptive = Adaptive()
+    autoscaling: Autoscaling = Autoscaling()
+    monitoring: Monitoring = Monitoring()
+    disruption: Disruption = Disruption()
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> InferenceServiceSpec:
+        problems = cross_field_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def profile(self) -> profiles.Profile:
+        size = self.model_size_class or profiles.guess_size(self.model)
+        gpu = self.resources.gpu.type if self.resources.gpu.count > 0 else (self.resources.gpu.type or "CPU")
+        return profiles.lookup(gpu, size)
+
+    def resolve(self) -> Resolved:
+        profile = self.profile()
+        ceiling = self.engine.max_num_seqs or profile.ceiling
+        max_cap = min(self.adaptive.max_cap or ceiling, ceiling)
+        min_cap = min(self.adaptive.min_cap, max_cap)
+        tpot_ms = self.slo.target_ms if self.slo and self.slo.kind == LatencyKind.TPOT else None
+        adaptive = self.adaptive.enabled if self.adaptive.enabled is not None else self.slo is not None
+        # Static (no loop): the cap stays where it starts, so start at the top unless the user chose a value.
+        initial = self.adaptive.initial_cap or (profile.initial_cap(tpot_ms) if adaptive else max_cap)
+        return Resolved(
+            ceiling=ceiling,
+            initial_cap=max(min_cap, min(initial, max_cap)),
+            min_cap=min_cap,
+            max_cap=max_cap,
+            adaptive=adaptive,
+            gpu=profile.gpu,
+            size=profile.size,
+            profile_source=profile.source,
+            served_model_name=self.served_model_name or self.model,
+        )
+
+
+def cross_field_problems(spec: InferenceServiceSpec) -> list[str]:
+    """Every rule that spans fields, each answered with a sentence a user can act on."""
+    out: list[str] = []
+    engine, adaptive, gpu = spec.engine, spec.adaptive, spec.resources.gpu
+    profile = spec.profile()
+    ceiling = engine.max_num_seqs or profile.ceiling
+    ceiling_name = (
+        "engine.maxNumSeqs" if engine.max_num_seqs
+        else f"the default ceiling for {profile.gpu} GPUs and {profile.size} models (engine.maxNumSeqs unset)"
+    )
+    if adaptive.max_cap is not None and adaptive.min_cap > adaptive.max_cap:
+        out.append(f"adaptive.minCap ({adaptive.min_cap}) must not exceed adaptive.maxCap"
+                   f" ({adaptive.max_cap})")
+    if adaptive.max_cap is not None and adaptive.max_cap > ceiling:
+        out.append(
+            f"adaptive.maxCap ({adaptive.max_cap}) is above {ceiling_name} ({ceiling}): the live cap can"
+            " never exceed the max-num-seqs vLLM starts with; raise engine.maxNumSeqs or lower"
+            " adaptive.maxCap"
+        )
+    if adaptive.min_cap > ceiling:
+        out.append(f"adaptive.minCap ({adaptive.min_cap}) is above {ceiling_name} ({ceiling})")
+    if adaptive.initial_cap is not None:
+        upper = min(adaptive.max_cap or ceiling, ceiling)
+        if not adaptive.min_cap <= adaptive.initial_cap <= upper:
+            out.append(
+                f"adaptive.initialCap ({adaptive.initial_cap}) must lie in [adaptive.minCap, maxCap] ="
+                f" [{adaptive.min_cap}, {upper}]"
+            )
+    if adaptive.window_seconds < adaptive.tick_seconds:
+        out.append(
+            f"adaptive.windowSeconds ({adaptive.window_seconds:g}) is shorter than adaptive.tickSeconds"
+            f" ({adaptive.tick_seconds:g}): each decision needs at least one tick of data"
+        )
+    if adaptive.enabled and spec.slo is None:
+        out.append("adaptive.enabled is true but spec.slo is missing: the governor needs a latency target"
+                   " to hold")
+    scaling = spec.autoscaling
+    if scaling.min_replicas > scaling.max_replicas:
+        out.append(
+            f"autoscaling.minReplicas ({scaling.min_replicas}) must not exceed autoscaling.maxReplicas"
+            f" ({scaling.max_replicas})"
+        )
+    if gpu.count == 0 and engine.tensor_parallel_size > 1:
+        out.append(f"engine.tensorParallelSize is {engine.tensor_parallel_size} but resources.gpu.count is 0")
+    elif gpu.count and engine.tensor_parallel_size > gpu.count:
+        out.append(
+            f"engine.tensorParallelSize ({engine.tensor_parallel_size}) needs that many GPUs per replica but"
+            f" resources.gpu.count is {gpu.count}"
+        )
+    if gpu.count == 0 and gpu.type and profiles.normalize_gpu(gpu.type) not in ("CPU", profiles.UNKNOWN_GPU):
+        out.append(f"resources.gpu.type is {gpu.type} but resources.gpu.count is 0: set a count of at"
+                   " least 1")
+    if engine.max_num_batched_tokens is not None:
+        if engine.max_num_batched_tokens < ceiling:
+            out.append(
+                f"engine.maxNumBatchedTokens ({engine.max_num_batched_tokens}) must be at least the ceiling"
+                f" ({ceiling_name} = {ceiling}): vLLM refuses to start otherwise"
+            )
+        if (engine.enable_chunked_prefill is False and engine.max_model_len is not None
+                and engine.max_num_batched_tokens < engine.max_model_len):
+            out.append(
+                f"engine.maxNumBatchedTokens ({engine.max_num_batched_tokens}) is below engine.maxModelLen"
+                f" ({engine.max_model_len}) with chunked prefill off: long prompts could never be scheduled"
+            )
+    for arg in engine.extra_args:
+        flag = arg.split("=", 1)[0]
+        if flag in OWNED_FLAGS:
+            out.append(f"engine.extraArgs must not set {flag}: use {OWNED_FLAGS[flag]} instead")
+    if spec.model_cache.pvc_name and spec.model_cache.size_limit:
+        out.append("modelCache.sizeLimit applies to the emptyDir cache only; drop it when"
+                   " modelCache.pvcName is set")
+    return out
+
+
+def name_problems(name: str) -> list[str]:
+    """The InferenceService name becomes Service and Deployment names, so it must be a DNS-1035 label."""
+    if len(name) > MAX_NAME_LENGTH:
+        return [f"metadata.name is {len(name)} characters; at most {MAX_NAME_LENGTH} fit the"
+                " children's names"]
+    if not _DNS1035.match(name):
+        return [f"metadata.name {name!r} must start with a letter and hold only a-z, 0-9 and '-'"
+                " (it names a Service)"]
+    return []
+
+
+def describe(error: ValidationError) -> str:
+    """One line per problem, each with its field path under spec, e.g. 'spec.slo.quantile: …'."""
+    lines = []
+    for item in error.errors(include_url=False):
+        path = ".".join(str(part) for part in ("spec", *item["loc"]))
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling; the CRD lists the accepted fields)"
+        elif item["type"] == "missing":
+            message = "required field is missing"
+        elif item["type"] not in ("value_error", "model_type"):
+            message = f"{message} (got {item['input']!r})"
+        lines.append(f"{path}: {message}")
+    return "; ".join(lines)
+
+
+def parse_spec(raw: Any) -> InferenceServiceSpec:
+    """Parse a spec from the API (camelCase). Raises ValidationError."""
+    return InferenceServiceSpec.model_validate(raw if raw is not None else {})
+
+
+# --- status -----------------------------------------------------------------------------------------------
+
+ConditionType = Literal["Ready", "Progressing", "Degraded", "Invalid", "MetricsAvailable", "SLOMet"]
+
+
+class Condition(_Model):
+    model_config = ConfigDict(extra="ignore")
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
+
+
+class LastDecision(_Model):
+    model_config = ConfigDict(extra="ignore")
+
+    time: str | None = None
+    from_: int | None = Field(default=None, alias="from")
+    to: int | None = None
+    reason: str = ""
+
+
+class InferenceServiceStatus(_Model):
+    """Written by the operator. The law's state lives here so a restarted operator resumes, not resets."""
+
+    model_config = ConfigDict(extra="allow")
+
+    conditions: list[Condition] = []
+    replicas: int | None = None
+    ready_replicas: int | None = None
+    desired_replicas: int | None = None
+    selector: str | None = None
+    """Label selector of the pods (the scale subresource's labelSelectorPath)."""
+    cap: int | None = None
+    ceiling: int | None = None
+    observed_p99_ms: float | None = Field(default=None, alias="observedP99Ms")
+    smoothed_p99_ms: float | None = Field(default=None, alias="smoothedP99Ms")
+    slo_target_ms: float | None = None
+    mode: str | None = None
+    last_decision: LastDecision | None = None
+    law: dict[str, Any] | None = None
+    """Opaque control-law state."""
+    observed_generation: int | None = None
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def set_condition(
+    conditions: list[dict[str, Any]], type: str, status: bool | None, reason: str, message: str,
+    generation: int | None, now: str,
+) -> list[dict[str, Any]]:
+    """Return conditions with one replaced; lastTransitionTime only moves when the status flips."""
+    value = "Unknown" if status is None else ("True" if status else "False")
+    old = next((c for c in conditions if c.get("type") == type), None)
+    since = old.get("lastTransitionTime") if old and old.get("status") == value else now
+    new = {"type": type, "status": value, "reason": reason, "message": message,
+           "lastTransitionTime": since or now, "observedGeneration": generation}
+    return [c for c in conditions if c.get("type") != type] + [new]
+
+
+def deployment_conditions(
+    deployment: dict[str, Any] | None, desired: int,
+) -> list[tuple[str, bool, str, str]]:
+    """Ready / Progressing / Degraded (type, status, reason, message) read from the Deployment. Pure."""
+    if deployment is None:
+        return [("Ready", False, "DeploymentMissing", "the Deployment does not exist (yet)"),
+                ("Progressing", True, "Creating", "creating the Deployment"),
+                ("Degraded", False, "AsExpected", "")]
+    st = deployment.get("status") or {}
+    ready = int(st.get("readyReplicas") or 0)
+    updated = int(st.get("updatedReplicas") or 0)
+    generation = (deployment.get("metadata") or {}).get("generation")
+    seen = st.get("observedGeneration")
+    dconds = {c.get("type"): c for c in st.get("conditions") or []}
+    stalled = dconds.get("Progressing", {}).get("status") == "False"
+    failure = dconds.get("ReplicaFailure", {}).get("status") == "True"
+    out: list[tuple[str, bool, str, str]] = []
+    if desired == 0:
+        out.append(("Ready", False, "ScaledToZero", "spec.replicas is 0"))
+    elif ready >= desired:
+        out.append(("Ready", True, "AllReplicasReady", f"{ready}/{desired} replicas ready"))
+    else:
+        out.append(("Ready", False, "ReplicasNotReady", f"{ready}/{desired} replicas ready"))
+    rolling = (generation is not None and seen != generation) or updated < desired or ready < desired
+    out.append(("Progressing", rolling and not stalled,
+                "RollingOut" if rolling else "Stable",
+                f"{updated}/{desired} replicas updated, {ready} ready" if rolling
+                else "all replicas up to date"))
+    if stalled or failure:
+        reason = "ProgressDeadlineExceeded" if stalled else "ReplicaFailure"
+        cond = dconds.get("Progressing" if stalled else "ReplicaFailure", {})
+        out.append(("Degraded", True, reason, str(cond.get("message") or reason)))
+    else:
+        out.append(("Degraded", False, "AsExpected", ""))
+    return out
