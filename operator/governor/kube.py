@@ -76,10 +76,18 @@ class Outcome:
     body: Manifest
 
 
+@dataclass(frozen=True)
+class Connection:
+    server: str
+    token: str | None = None
+    insecure: bool = False
+
+
 @dataclass
 class _State:
     client: httpx.AsyncClient | None = None
-    server: str = ""
+    connection: Connection | None = None
+    explicit: bool = False
     groups: dict[str, tuple[float, bool]] | None = None
 
 
@@ -91,8 +99,14 @@ def configure(
     server: str, *, token: str | None = None, ca_path: str | None = None, ca_data: str | bytes | None = None,
     insecure: bool = False, cert_path: str | None = None, cert_data: str | bytes | None = None,
     key_path: str | None = None, key_data: str | bytes | None = None, timeout_s: float = 30.0,
+    explicit: bool = True,
 ) -> None:
-    """Point the adapter at a cluster. Called by the login handler with Kopf's credentials."""
+    """Point the adapter at a cluster.
+
+    ``explicit`` (the default) pins it: the operator's login handler then hands this server to Kopf too
+    (tests against an emulator, ``governor operator --server``). The login handler itself configures it
+    with ``explicit=False`` from Kopf's in-cluster or kubeconfig credentials.
+    """
     verify: ssl.SSLContext | bool = True
     if server.startswith("https"):
         context = ssl.create_default_context(cafile=ca_path)
@@ -108,8 +122,13 @@ def configure(
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     _state.client = httpx.AsyncClient(base_url=server.rstrip("/"), headers=headers, verify=verify,
                                       timeout=timeout_s)
-    _state.server = server
+    _state.connection = Connection(server=server, token=token, insecure=insecure)
+    _state.explicit = explicit
     _state.groups = {}
+
+
+def explicit_connection() -> Connection | None:
+    return _state.connection if _state.explicit else None
 
 
 def _pem(text: str) -> str:
@@ -129,7 +148,13 @@ def _to_file(data: str | bytes | None) -> str:
 async def close() -> None:
     if _state.client is not None:
         await _state.client.aclose()
-        _state.client = None
+    _state.client, _state.connection, _state.explicit = None, None, False
+
+
+async def close_implicit() -> None:
+    """Close a connection the login handler made; leave an explicitly configured one to its owner."""
+    if not _state.explicit:
+        await close()
 
 
 def configured() -> bool:

@@ -1,0 +1,1 @@
+"""Subcommands of the ``governor`` CLI, one module each (see governor.cli)."""

@@ -1,0 +1,49 @@
+"""``governor operator``: run the Kopf operator (all handlers in governor.handlers).
+
+Liveness: Kopf's own endpoint (``--liveness``, default http://0.0.0.0:8080/healthz). Metrics: the
+prometheus-client registry on ``--metrics-port`` (default 9090). Without ``--peering`` the operator runs
+standalone (one replica; no peering CRD needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+HELP = "run the Kubernetes operator that reconciles InferenceServices"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-n", "--namespace", action="append", default=[],
+                        help="watch only this namespace (repeatable; glob patterns allowed); default: all")
+    parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz",
+                        help="Kopf liveness endpoint URL")
+    parser.add_argument("--metrics-port", type=int, default=9090, help="port of /metrics (0: off)")
+    parser.add_argument("--peering", default=None,
+                        help="Kopf peering name for several replicas (default: standalone)")
+    parser.add_argument("--server", default=None,
+                        help="API server URL without credentials (development);"
+                        " default: in-cluster or kubeconfig")
+    parser.add_argument("-v", "--verbose", action="store_true")
+
+
+def main(args: argparse.Namespace) -> int:
+    import kopf
+    import prometheus_client
+
+    import governor.handlers  # noqa: F401  (registers the handlers)
+    from governor import kube
+
+    kopf.configure(verbose=args.verbose)
+    if args.metrics_port:
+        prometheus_client.start_http_server(args.metrics_port)
+    if args.server:
+        kube.configure(args.server)
+    asyncio.run(kopf.operator(
+        clusterwide=not args.namespace,
+        namespaces=args.namespace,
+        liveness_endpoint=args.liveness,
+        standalone=args.peering is None,
+        peering_name=args.peering,
+    ))
+    return 0

@@ -1,0 +1,8 @@
+"""Kopf handlers of the governor, one module per concern. ``kopf run -m governor.handlers`` or
+``governor operator`` loads them all: children (this package's spine: children, status, drift repair).
+Other modules (the control loop, the Alertmanager webhook) add their import below.
+"""
+
+from governor.handlers import children
+
+__all__ = ["children"]
