@@ -1,0 +1,80 @@
+"""General plugin (``vllm.general_plugins``): EngineCore utilities that read and set the engine's limits.
+
+vLLM loads general plugins in every process (API server, EngineCore, workers); only the EngineCore ever
+calls these methods. They run on the EngineCore's own thread between scheduler steps, so no lock is needed
+and a change applies from the next step. Lowering the cap only stops admissions: running requests finish
+(a drain, no preemption).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from typing import Any
+
+from governor_runtime import vllm_compat
+from governor_runtime.limits import Bounds, LimitsError, resolve
+from governor_runtime.prompts import PromptWindow
+
+logger = logging.getLogger(__name__)
+
+_windows: weakref.WeakKeyDictionary[Any, PromptWindow] = weakref.WeakKeyDictionary()
+
+
+def _window(core: Any) -> PromptWindow:
+    window = _windows.get(core)
+    if window is None:
+        window = _windows[core] = PromptWindow()
+    return window
+
+
+def observe_prompt(core: Any, prompt_tokens: int) -> None:
+    _window(core).observe(time.monotonic(), prompt_tokens)
+
+
+def get_limits(core: Any) -> dict[str, int]:
+    return vllm_compat.get_limits(core).as_dict()
+
+
+def set_limits(core: Any, cap: int | None = None, token_budget: int | None = None) -> dict[str, Any]:
+    """Apply a change within the engine's bounds, or change nothing and say why.
+
+    Returns the limits now held, plus ``error`` ({code, message}) when the change was refused.
+    """
+    held = vllm_compat.get_limits(core)
+    bounds = Bounds(held.ceiling, held.token_budget_ceiling, held.min_token_budget_floor)
+    try:
+        new_cap, new_budget = resolve(bounds, held.cap, held.token_budget, cap, token_budget)
+    except LimitsError as refused:
+        return {**held.as_dict(), "error": {"code": refused.code, "message": refused.message}}
+    if (new_cap, new_budget) != (held.cap, held.token_budget):
+        held = vllm_compat.set_limits(core, new_cap, new_budget)
+        logger.info(
+            "governor: engine %d now holds cap %d, token budget %d", held.engine, held.cap, new_budget
+        )
+    return {**held.as_dict(), "error": None}
+
+
+def snapshot(core: Any) -> dict[str, Any]:
+    """Limits plus the prompt window, for the metrics."""
+    stats = _window(core).stats(time.monotonic())
+    return {
+        **get_limits(core),
+        "prompt_tokens_p95": stats.p95,
+        "long_prompts_total": stats.long_prompts_total,
+        "prompts_in_window": stats.prompts_in_window,
+    }
+
+
+def register() -> None:
+    """Entry point ``governor_runtime.plugin:register``. Safe to call many times, in any vLLM process."""
+    vllm_compat.require_supported()
+    vllm_compat.install_engine_methods(
+        {
+            vllm_compat.GET_METHOD: get_limits,
+            vllm_compat.SET_METHOD: set_limits,
+            vllm_compat.SNAPSHOT_METHOD: snapshot,
+        }
+    )
+    vllm_compat.wrap_add_request(observe_prompt)

@@ -1,0 +1,211 @@
+"""The runtime's pure parts: bounds, the prompt window, auth, the launcher's command line, metric names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from governor import signals
+from governor_runtime import auth, metrics, vllm_compat
+from governor_runtime.launcher import (
+    ENDPOINT_PLUGIN,
+    GENERAL_PLUGIN,
+    LaunchError,
+    build_launch,
+    plugin_allowlist,
+)
+from governor_runtime.limits import Bounds, LimitsError, resolve
+from governor_runtime.prompts import PromptWindow
+
+BOUNDS = Bounds(ceiling=32, token_budget_ceiling=2048)
+
+
+def test_metric_names_and_buckets_equal_the_operators() -> None:
+    assert metrics.CAP == signals.RUNTIME_CAP
+    assert metrics.CEILING == signals.RUNTIME_CEILING
+    assert metrics.TOKEN_BUDGET == signals.RUNTIME_TOKEN_BUDGET
+    assert metrics.PROMPT_P95 == signals.RUNTIME_PROMPT_P95
+    assert metrics.LONG_PROMPTS == signals.RUNTIME_LONG_PROMPTS
+    assert metrics.PER_TOKEN_BUCKETS == signals.PER_TOKEN_BUCKETS
+    assert metrics.REQUEST_BUCKETS == signals.REQUEST_BUCKETS
+
+
+def test_runtime_does_not_import_the_operator() -> None:
+    sources = Path(metrics.__file__).parent.glob("*.py")
+    assert not [
+        path.name
+        for path in sources
+        if "import governor\n" in path.read_text() or "from governor." in path.read_text()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("cap", "budget", "held"),
+    [
+        (None, None, (16, 2048)),
+        (1, None, (1, 2048)),
+        (32, None, (32, 2048)),
+        (4, 4, (4, 4)),
+        (None, 100, (16, 100)),
+    ],
+)
+def test_changes_within_bounds_are_held(cap: int | None, budget: int | None, held: tuple[int, int]) -> None:
+    assert resolve(BOUNDS, 16, 2048, cap, budget) == held
+
+
+@pytest.mark.parametrize(
+    ("cap", "budget", "code"),
+    [
+        (0, None, "invalid"),
+        (-3, None, "invalid"),
+        (33, None, "above_ceiling"),
+        ("8", None, "invalid"),
+        (8.0, None, "invalid"),
+        (True, None, "invalid"),
+        (None, 2049, "above_ceiling"),
+        (None, 15, "invalid"),  # smaller than the current cap 16
+        (20, 19, "invalid"),
+    ],
+)
+def test_changes_out_of_bounds_are_refused(cap: object, budget: object, code: str) -> None:
+    with pytest.raises(LimitsError) as refused:
+        resolve(BOUNDS, 16, 2048, cap, budget)
+    assert refused.value.code == code
+
+
+def test_without_chunked_prefill_the_budget_must_hold_a_whole_prompt() -> None:
+    with pytest.raises(LimitsError):
+        resolve(Bounds(32, 4096, min_token_budget_floor=2048), 4, 4096, None, 1000)
+    assert resolve(Bounds(32, 4096, min_token_budget_floor=2048), 4, 4096, None, 2048) == (4, 2048)
+
+
+def test_prompt_window_p95_and_long_prompts() -> None:
+    window = PromptWindow(window_s=60, min_samples=20)
+    assert not any(window.observe(float(t), 100 + t % 10) for t in range(40))
+    assert window.stats(40).p95 == 109
+    assert not window.observe(41, 141)  # 1.3 × 109 = 141.7
+    assert window.observe(41, 142)
+    assert window.stats(41).long_prompts_total == 1
+    # 60 s later the old prompts have left the window
+    assert window.stats(200).prompts_in_window == 0
+    assert window.stats(200).p95 == 0
+
+
+def test_prompt_window_waits_for_enough_prompts() -> None:
+    window = PromptWindow(min_samples=20)
+    assert not any(window.observe(0.0, length) for length in (10, 10, 10, 5000))
+
+
+def test_auth_needs_the_exact_bearer_token(tmp_path: Path) -> None:
+    config = auth.AuthConfig.from_env({auth.TOKEN_ENV: "s3cret"})
+    assert auth.check(config, "Bearer s3cret") is auth.Verdict.ALLOWED
+    assert auth.check(config, "bearer s3cret") is auth.Verdict.ALLOWED
+    for wrong in (None, "", "Bearer", "Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "s3cret"):
+        assert auth.check(config, wrong) is auth.Verdict.UNAUTHORIZED
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    from_file = auth.AuthConfig.from_env({auth.TOKEN_FILE_ENV: str(token_file)})
+    assert auth.check(from_file, "Bearer from-file") is auth.Verdict.ALLOWED
+
+
+def test_without_a_token_the_route_refuses_unless_allowed() -> None:
+    assert auth.check(auth.AuthConfig.from_env({}), None) is auth.Verdict.UNCONFIGURED
+    assert auth.check(auth.AuthConfig.from_env({auth.TOKEN_FILE_ENV: "/nonexistent"}), None) is (
+        auth.Verdict.UNCONFIGURED
+    )
+    local = auth.AuthConfig.from_env({auth.ALLOW_UNAUTHENTICATED_ENV: "1"})
+    assert auth.check(local, None) is auth.Verdict.ALLOWED
+
+
+def test_plugins_keep_what_the_user_named() -> None:
+    assert plugin_allowlist("lora_resolver", []) == f"lora_resolver,{GENERAL_PLUGIN},{ENDPOINT_PLUGIN}"
+    assert plugin_allowlist(f"{GENERAL_PLUGIN},x", []) == f"{GENERAL_PLUGIN},x,{ENDPOINT_PLUGIN}"
+    # Unset: every installed plugin stayed allowed; it still is.
+    assert plugin_allowlist(None, ["other", GENERAL_PLUGIN]) == f"other,{GENERAL_PLUGIN},{ENDPOINT_PLUGIN}"
+
+
+def test_launch_command() -> None:
+    launch = build_launch(
+        ["--initial-cap", "4", "--model", "m", "--max-num-seqs", "32"], {"VLLM_PLUGINS": "a"}, []
+    )
+    args = launch.argv
+    assert args[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert args[args.index("--max-num-active-seqs") + 1] == "4"
+    assert launch.env["VLLM_PLUGINS"] == f"a,{GENERAL_PLUGIN},{ENDPOINT_PLUGIN}"
+    buckets = json.loads(args[args.index("--custom-histogram-buckets") + 1])
+    assert buckets["inter_token_latency"] == list(signals.PER_TOKEN_BUCKETS)
+    assert buckets["request_latency"] == list(signals.REQUEST_BUCKETS)
+    assert buckets["time_to_first_token"] == list(signals.REQUEST_BUCKETS)
+
+
+def test_launch_keeps_the_users_buckets() -> None:
+    mine = json.dumps({"request_latency": [1.0, 2.0], "iteration_tokens": [1, 2]})
+    args = build_launch(["--model", "m", f"--custom-histogram-buckets={mine}"], {}, []).argv
+    assert sum(arg.startswith("--custom-histogram-buckets") for arg in args) == 1
+    buckets = json.loads(args[args.index("--custom-histogram-buckets") + 1])
+    assert buckets["request_latency"] == [1.0, 2.0]
+    assert buckets["iteration_tokens"] == [1, 2]
+    assert buckets["inter_token_latency"] == list(signals.PER_TOKEN_BUCKETS)
+    plain = build_launch(["--vllm-default-buckets", "--model", "m"], {}, []).argv
+    assert "--custom-histogram-buckets" not in plain
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--initial-cap", "0"],
+        ["--initial-cap", "40", "--max-num-seqs", "32"],
+        ["--initial-cap", "4", "--max-num-active-seqs", "4"],
+        ["--custom-histogram-buckets", "[1, 2]"],
+    ],
+)
+def test_launch_refuses_bad_arguments(argv: list[str]) -> None:
+    with pytest.raises(LaunchError):
+        build_launch(argv, {}, [])
+
+
+def test_older_vllm_is_refused_clearly() -> None:
+    with pytest.raises(vllm_compat.UnsupportedVLLMVersion, match=r"needs vLLM >= 0\.32.*0\.26\.0"):
+        vllm_compat.require_supported("0.26.0")
+    assert vllm_compat.require_supported("0.32.0+cpu") == (0, 32)
+    assert vllm_compat.require_supported("1.0.0") == (1, 0)
+
+
+def test_launcher_cli_refuses_without_serve() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "governor_runtime", "start"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert "governor-runtime serve" in done.stderr
+
+
+def test_metrics_in_vllms_multiprocess_registry(tmp_path: Path) -> None:
+    """The runtime's series appear through vLLM's own multiprocess registry (a fresh process: the mode is
+    fixed when prometheus_client is first imported)."""
+    script = textwrap.dedent(
+        """
+        from prometheus_client import generate_latest
+        from governor_runtime.metrics import RuntimeMetrics
+        from vllm.v1.metrics.prometheus import get_prometheus_registry
+
+        series = RuntimeMetrics()
+        engine = {"engine": 0, "cap": 5, "ceiling": 32, "token_budget": 2048,
+                  "prompt_tokens_p95": 120.0, "long_prompts_total": 3}
+        series.publish_snapshot("m", engine)
+        series.publish_snapshot("m", {**engine, "long_prompts_total": 4})
+        print(generate_latest(get_prometheus_registry()).decode())
+        """
+    )
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    text = done.stdout
+    assert 'vllm_governor:max_num_active_seqs{engine="0",model_name="m"} 5.0' in text
+    assert 'vllm_governor:max_num_seqs{engine="0",model_name="m"} 32.0' in text
+    assert 'vllm_governor:max_num_scheduled_tokens{engine="0",model_name="m"} 2048.0' in text
+    assert 'vllm_governor:prompt_tokens_p95{engine="0",model_name="m"} 120.0' in text
+    assert 'vllm_governor:long_prompts_total{engine="0",model_name="m"} 4.0' in text

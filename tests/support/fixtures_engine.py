@@ -1,0 +1,37 @@
+"""The shared real-engine fixtures (auto-loaded by tests/conftest.py).
+
+- ``engine`` (session): one real vLLM CPU server with the governor runtime for the whole test session,
+  started on first use through ``python -m governor_runtime serve`` with a tiny dummy Llama. It has
+  ``.base_url``, ``.admin_token``, ``.model`` (served model name), ``.ceiling`` (startup max_num_seqs, 32),
+  ``.initial_cap`` (16), and helpers: ``complete(prompt_ids, max_tokens)``, ``completion_body(...)``,
+  ``limits()``, ``set_limits(cap=..., token_budget=...)``, ``metric(name, **labels)``, ``metrics_text()``.
+  Prometheus runs in vLLM's multiprocess mode. The server log is kept under the session's temp dir.
+- ``engine_limits`` (function): for tests that change the cap or token budget. Yields the engine and puts
+  back the limits it had before the test, so every test starts from the same cap.
+
+Mark tests that use them ``@pytest.mark.vllm``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.engine import Engine, start_runtime, write_tiny_llama
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    root = tmp_path_factory.mktemp("engine")
+    with start_runtime(write_tiny_llama(root / "model"), log_dir=root) as running:
+        # The first request compiles the model's step; pay for it here, not in the first test's timings.
+        running.complete([1, 2, 3, 4], max_tokens=8)
+        yield running
+
+
+@pytest.fixture
+def engine_limits(engine: Engine) -> Iterator[Engine]:
+    before = engine.limits()
+    yield engine
+    engine.set_limits(cap=before["cap"], token_budget=before["token_budget"])
