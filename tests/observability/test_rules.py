@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from governor.observability import alerts, generate
+from governor.signals import LatencyKind
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / generate.RULES_FILE
@@ -63,7 +63,7 @@ def test_other_slo_settings_render_valid_rules(settings: alerts.AlertSettings, t
     path.write_text(alerts.rules_file(settings))
     result = promtool("check", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
-    kind = alerts.LatencyKind(settings.slo_latency)
+    kind = LatencyKind(settings.slo_latency)
     assert f'{kind.histogram}_bucket{{le="{settings.slo_threshold_seconds}"}}' in path.read_text()
 
 

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
-from governor.observability import alerts, dashboards
+from governor.observability import alerts, chart, dashboards
 
 CHART = Path("charts/vllm-governor")
 RULES_FILE = Path("alerts/vllm-governor.rules.yaml")
@@ -34,6 +34,7 @@ def generated_files(root: Path) -> dict[Path, str]:
         files[CHART / "dashboards" / name] = text
     files[RULES_FILE] = alerts.rules_file()
     files[CHART / "templates" / "prometheusrule.yaml"] = alerts.helm_prometheusrule_template()
+    files[CHART / "values.schema.json"] = chart.render_values_schema()
     for crd in sorted((root / "crds").glob("*.yaml")):
         files[CHART / "crds" / crd.name] = crd.read_text()
     return files
