@@ -35,8 +35,8 @@ Seed §4.3 inputs, with caps relative to the ceiling (the seed's 256 -> 64 is 0.
 12. Burst pre-emption: the EWMA of the request rate rising by more than `burst_slope` per tick for
     `burst_ticks` ticks in a row -> one pre-emptive decrease step, and no raise for `burst_hold_s`.
     Modes and bursts only ever lower the cap for per-token SLOs (rule 8).
-13. Initial cap: the GPU profile table below and the SLO (the largest measured cap whose TPOT P99 meets
-    the SLO), else the ceiling (vLLM's own behaviour; the law then walks down).
+13. Initial cap: the GPU profile table (governor.profiles) and the SLO (the largest measured cap whose
+    TPOT P99 meets the SLO), else the ceiling (vLLM's own behaviour; the law then walks down).
 No data (Prometheus down, no traffic, NaN, stale) holds the cap: the law never acts on a guess.
 """
 
@@ -48,6 +48,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from governor import profiles
 from governor.signals import LatencyKind
 
 Mode = Literal["normal", "long-tail", "burst"]
@@ -156,17 +157,6 @@ class Decision:
         return "up" if self.cap > self.previous_cap else "down" if self.cap < self.previous_cap else "hold"
 
 
-# GPU profile table: (gpu type, model size class) -> (default cap, heavy-load TPOT P99 by cap, if measured).
-# "small" = 7-8B dense, "medium" = 13B. Only the H200 row is measured (shared/calibration: vLLM 0.26,
-# Llama-3.1-8B shape, TPOT P99 of the saturated rows); the others are the seed's §4.1 claims (cap only).
-GPU_PROFILES: dict[tuple[str, str], tuple[int, dict[int, float] | None]] = {
-    ("h200", "small"): (128, {16: 0.0076, 32: 0.0103, 64: 0.0149, 128: 0.0259, 256: 0.0428}),
-    ("h100", "small"): (256, None),
-    ("a100-80gb", "medium"): (64, None),
-    ("l40s", "small"): (128, None),
-}
-
-
 def clip(cap: int, cfg: LawConfig) -> int:
     return max(cfg.min_cap, min(cfg.ceiling, cap))
 
@@ -193,17 +183,17 @@ def _raise(cap: int, limit: int, cfg: LawConfig) -> int:
 
 
 def initial_state(cfg: LawConfig) -> LawState:
-    """Rule 13: explicit initial cap, else the profile table and the SLO, else the ceiling."""
+    """Rule 13: an explicit initial cap, else the GPU profile and the SLO, else the ceiling.
+
+    Queue-driven SLOs start at the ceiling: the cap is never lowered for them (rule 8).
+    """
     if cfg.initial_cap is not None:
         return LawState(cap=clip(cfg.initial_cap, cfg))
-    profile = GPU_PROFILES.get(((cfg.gpu_type or "").lower(), (cfg.model_class or "small").lower()))
-    if profile is None or not cfg.latency_kind.per_token:
+    if cfg.gpu_type is None or not cfg.latency_kind.per_token:
         return LawState(cap=cfg.ceiling)
-    default_cap, tpot_by_cap = profile
-    if tpot_by_cap is None or cfg.latency_kind is not LatencyKind.TPOT:
-        return LawState(cap=clip(default_cap, cfg))
-    meeting = [cap for cap, tpot in tpot_by_cap.items() if tpot <= cfg.slo_target_s]
-    return LawState(cap=clip(max(meeting) if meeting else min(tpot_by_cap), cfg))
+    size = profiles.ModelSize(cfg.model_class) if cfg.model_class else profiles.ModelSize.SMALL
+    tpot_ms = cfg.slo_target_s * 1000 if cfg.latency_kind is LatencyKind.TPOT else None
+    return LawState(cap=clip(profiles.lookup(cfg.gpu_type, size).initial_cap(tpot_ms), cfg))
 
 
 def _known(value: float | None) -> float | None:
