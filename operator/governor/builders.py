@@ -141,7 +141,10 @@ def build_deployment(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_toke
     if not pod_monitor:
         annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(api.HTTP_PORT),
                             "prometheus.io/path": "/metrics"})
-    probe = {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5}
+    def probe(period_s: int, failures: int) -> dict[str, Any]:
+        return {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5,
+                "periodSeconds": period_s, "failureThreshold": failures}
+
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": isvc.image,
@@ -154,9 +157,9 @@ def build_deployment(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_toke
             {"name": "GOVERNOR_ADMIN_TOKEN",
              "valueFrom": {"secretKeyRef": {"name": names(owner.name).secret, "key": TOKEN_KEY}}},
         ],
-        "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": 180},
-        "readinessProbe": {**probe, "periodSeconds": 5, "failureThreshold": 3},
-        "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
+        "startupProbe": probe(10, 180),
+        "readinessProbe": probe(5, 3),
+        "livenessProbe": probe(10, 3),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
                          {"name": "model-cache", "mountPath": CACHE_PATH}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
