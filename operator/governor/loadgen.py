@@ -80,7 +80,8 @@ async def one_request(
         async with client.stream("POST", f"{base_url}/v1/completions", json=body) as resp:
             if resp.status_code != 200:
                 detail = (await resp.aread()).decode(errors="replace")[:200]
-                return RequestRecord(phase, sent - t0, len(prompt), 0, error=f"HTTP {resp.status_code}: {detail}")
+                error = f"HTTP {resp.status_code}: {detail}"
+                return RequestRecord(phase, sent - t0, len(prompt), 0, error=error)
             async for line in resp.aiter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
