@@ -6,3 +6,4 @@ Other modules (the control loop, the Alertmanager webhook) add their import belo
 from governor.handlers import children
 
 __all__ = ["children"]
+from governor.handlers import webhook as webhook  # the Alertmanager receiver (GOVERNOR_WEBHOOK_ENABLED)
