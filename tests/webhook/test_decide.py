@@ -19,7 +19,8 @@ def parsed(*alerts: dict[str, object]) -> webhook.Notification:
 
 def run(*notifications: tuple[float, webhook.Notification]) -> list[list[tuple[str, int]]]:
     """Feed notifications at the given times; the steps each one asked for, as (name, direction)."""
-    state, out = webhook.ReceiverState(), []
+    state = webhook.ReceiverState()
+    out: list[list[tuple[str, int]]] = []
     for now, note in notifications:
         decision = webhook.decide(state, note, now, REPEAT_S)
         state = decision.state
