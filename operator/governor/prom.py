@@ -120,11 +120,15 @@ class PromReader:
     async def query(self, expr: str, labels: tuple[str, ...]) -> dict[Key, float | None]:
         """An instant vector keyed by `labels`' values. Raises PromError (read() catches it)."""
         try:
-            resp = await self._client.get(
-                f"{self.base_url}/api/v1/query", params={"query": expr}, timeout=self.timeout_s
+            # wait_for bounds the whole exchange; httpx's timeouts bound each read, not a trickling answer.
+            resp = await asyncio.wait_for(
+                self._client.get(
+                    f"{self.base_url}/api/v1/query", params={"query": expr}, timeout=self.timeout_s
+                ),
+                self.timeout_s,
             )
             answer = _Answer.model_validate_json(resp.content)
-        except (httpx.HTTPError, ValidationError) as exc:
+        except (httpx.HTTPError, ValidationError, TimeoutError) as exc:
             raise PromError(f"{type(exc).__name__}: {exc}") from exc
         if answer.status != "success" or answer.data is None:
             raise PromError(answer.error or f"HTTP {resp.status_code}")
