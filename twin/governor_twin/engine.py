@@ -3,10 +3,11 @@ prefill, KV blocks with preemption.
 
 The scheduler follows vLLM 0.32's V1 `Scheduler.schedule()` in the respects that matter for latency:
 - running requests are served first, in admission order: a decoding request takes one token, a prefilling one
-  takes a chunk of what it still has to compute, all within the per-step token budget (`max_num_scheduled_tokens`);
-- each scheduled chunk needs KV blocks (`block_size` tokens each); when none are free, the most recently admitted
-  running request is preempted (its blocks freed, its progress recomputed later) and goes back to the front of
-  the queue, and no new request is admitted in that step;
+  takes a chunk of what it still has to compute, all within the per-step token budget
+  (`max_num_scheduled_tokens`);
+- each scheduled chunk needs KV blocks (`block_size` tokens each); when none are free, the most recently
+  admitted running request is preempted (its blocks freed, its progress recomputed later) and goes back to
+  the front of the queue, and no new request is admitted in that step;
 - waiting requests are admitted FCFS while `len(running) < cap` (`max_num_active_seqs`, the governor's lever),
   budget and blocks remain; lowering the cap drains, it never preempts;
 - a request whose computed tokens reach its known tokens samples one new token at the end of the step.
@@ -23,9 +24,9 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+from governor.signals import PER_TOKEN_BUCKETS, REQUEST_BUCKETS
 from numpy.typing import NDArray
 
-from governor.signals import PER_TOKEN_BUCKETS, REQUEST_BUCKETS
 from governor_twin.profile import EngineProfile
 
 WAITING, RUNNING, DONE, REJECTED, PENDING = 1, 2, 3, 4, 0
@@ -75,8 +76,11 @@ class StepStats:
 class Engine:
     """One engine. `submit` requests (arrival times must not decrease), then `advance(horizon)`."""
 
-    def __init__(self, profile: EngineProfile, cap: int | None = None, token_budget: int | None = None) -> None:
+    def __init__(
+        self, profile: EngineProfile, cap: int | None = None, token_budget: int | None = None, seed: int = 0
+    ) -> None:
         self.profile = profile
+        self.rng = np.random.default_rng(seed)
         self.step_model = profile.step
         self.ceiling = profile.ceiling
         self.token_budget_ceiling = profile.token_budget
@@ -87,6 +91,18 @@ class Engine:
         self.free_blocks = profile.num_blocks
         self.clock = 0.0
         self.n = 0
+        self.sent: FloatArray  # when the client sent it
+        self.arrival: FloatArray  # when the scheduler can see it
+        self.first_scheduled: FloatArray
+        self.first_token: FloatArray
+        self.finish: FloatArray
+        self.prompt: IntArray
+        self.max_tokens: IntArray
+        self.generated: IntArray
+        self.computed: IntArray
+        self.blocks: IntArray
+        self.preempted: IntArray
+        self.state: IntArray
         self._alloc(1024)
         self._next_arrival = 0  # index of the first request not yet seen by the scheduler
         self.waiting: deque[int] = deque()
@@ -109,32 +125,24 @@ class Engine:
         self.generation_hist = Histogram(token_buckets)
 
     # ----------------------------------------------------------------- request table
+    _FLOAT_COLUMNS = ("sent", "arrival", "first_scheduled", "first_token", "finish")
+    _INT_COLUMNS = ("prompt", "max_tokens", "generated", "computed", "blocks", "preempted", "state")
+
     def _alloc(self, size: int) -> None:
-        def grow_f(old: FloatArray | None) -> FloatArray:
-            new = np.full(size, np.nan)
-            if old is not None:
-                new[: old.size] = old
-            return new
-
-        def grow_i(old: IntArray | None) -> IntArray:
-            new = np.zeros(size, dtype=np.int64)
-            if old is not None:
-                new[: old.size] = old
-            return new
-
-        first = not hasattr(self, "sent")
-        self.sent = grow_f(None if first else self.sent)  # when the client sent it
-        self.arrival = grow_f(None if first else self.arrival)  # when the scheduler can see it
-        self.first_scheduled = grow_f(None if first else self.first_scheduled)
-        self.first_token = grow_f(None if first else self.first_token)
-        self.finish = grow_f(None if first else self.finish)
-        self.prompt = grow_i(None if first else self.prompt)
-        self.max_tokens = grow_i(None if first else self.max_tokens)
-        self.generated = grow_i(None if first else self.generated)
-        self.computed = grow_i(None if first else self.computed)
-        self.blocks = grow_i(None if first else self.blocks)
-        self.preempted = grow_i(None if first else self.preempted)
-        self.state = grow_i(None if first else self.state)
+        """(Re)size the request table: sent/arrival/first_scheduled/first_token/finish (s), and per request
+        prompt, max_tokens, generated, computed (tokens in the KV cache), blocks, preempted (count), state."""
+        for name in self._FLOAT_COLUMNS:
+            new_f = np.full(size, np.nan)
+            old_f: FloatArray | None = getattr(self, name, None)
+            if old_f is not None:
+                new_f[: old_f.size] = old_f
+            setattr(self, name, new_f)
+        for name in self._INT_COLUMNS:
+            new_i = np.zeros(size, dtype=np.int64)
+            old_i: IntArray | None = getattr(self, name, None)
+            if old_i is not None:
+                new_i[: old_i.size] = old_i
+            setattr(self, name, new_i)
 
     def submit(self, sent_s: float, prompt_tokens: int, max_tokens: int) -> int:
         """Queue a request sent at `sent_s`; it reaches the scheduler `request_overhead_s` later."""
@@ -261,10 +269,12 @@ class Engine:
             if span <= 0:
                 return 0
             if growth > 0:
-                root = (-(first - growth / 2) + math.sqrt((first - growth / 2) ** 2 + 2 * growth * span)) / growth
+                root = (
+                    -(first - growth / 2) + math.sqrt((first - growth / 2) ** 2 + 2 * growth * span)
+                ) / growth
             else:
                 root = span / first
-            k = int(math.floor(root)) if ends_by else int(math.ceil(root))
+            k = math.floor(root) if ends_by else math.ceil(root)
             while k > 0 and (elapsed(k) > span if ends_by else elapsed(k - 1) >= span):
                 k -= 1
             while (elapsed(k + 1) <= span) if ends_by else (elapsed(k) < span):
@@ -284,6 +294,7 @@ class Engine:
             return False
         # commit k steps
         steps = first + growth * np.arange(k, dtype=np.float64)
+        self._add_stalls(steps)
         self.itl_hist.observe(steps, np.full(k, float(b)))
         self.free_blocks -= new_blocks
         self.blocks[ids] = np.maximum(blocks_after, self.blocks[ids])
@@ -321,9 +332,12 @@ class Engine:
         run_ids = list(ids.tolist())
         run_sched = list(sched.tolist())
         admitted: list[int] = []
-        free = self.free_blocks - int(
-            np.maximum((self.computed[ids] + sched + bs - 1) // bs - self.blocks[ids], 0).sum()
-        ) if ids.size else self.free_blocks
+        free = (
+            self.free_blocks
+            - int(np.maximum((self.computed[ids] + sched + bs - 1) // bs - self.blocks[ids], 0).sum())
+            if ids.size
+            else self.free_blocks
+        )
         if not preempted_now:
             while self.waiting and len(run_ids) < self.cap and budget > 0:
                 rid = self.waiting[0]
@@ -356,6 +370,10 @@ class Engine:
         kv = float(computed[is_decode].sum())
         prefill_tokens = int(all_sched[active & ~is_decode].sum())
         dt = self.step_model.step_s(n_seqs, kv, prefill_tokens)
+        if self.step_model.stall_rate_per_s > 0:
+            one = np.array([dt])
+            self._add_stalls(one)
+            dt = float(one[0])
         if self.clock + dt > horizon:
             # undo the admissions; the step runs in a later call
             for rid in reversed(admitted):
@@ -391,13 +409,28 @@ class Engine:
                 self._finish(done)
         return True
 
+    def _add_stalls(self, steps: FloatArray) -> None:
+        """CPU contention: stalls arrive as a Poisson process in time and lengthen the steps they hit."""
+        model = self.step_model
+        if model.stall_rate_per_s <= 0 or model.stall_mean_s <= 0:
+            return
+        count = int(self.rng.poisson(model.stall_rate_per_s * float(steps.sum())))
+        if count:
+            np.add.at(
+                steps,
+                self.rng.integers(0, steps.size, count),
+                self.rng.exponential(model.stall_mean_s, count),
+            )
+
     def _preempt_to_fit(self, ids: IntArray, sched: IntArray) -> tuple[IntArray, IntArray]:
         """Preempt the most recently admitted requests until the rest's chunks fit (vLLM V1 RECOMPUTE)."""
         bs = self.block_size
         keep = len(ids)
         while keep > 0:
             head, head_sched = ids[:keep], sched[:keep]
-            need = int(np.maximum((self.computed[head] + head_sched + bs - 1) // bs - self.blocks[head], 0).sum())
+            need = int(
+                np.maximum((self.computed[head] + head_sched + bs - 1) // bs - self.blocks[head], 0).sum()
+            )
             freed = int(self.blocks[ids[keep:]].sum())
             if need <= self.free_blocks + freed:
                 break

@@ -2,13 +2,14 @@
 
 Used to calibrate the twin's CPU step-time profile and by the fidelity check, so both sides of a comparison
 are measured by the same client. Prompts are token-id lists with `ignore_eos`, so lengths are exact. Each
-request streams; TTFT = first chunk − send, TPOT = (last chunk − first chunk) / (tokens − 1), e2e = end − send,
-and every gap between chunks is kept (ITL).
+request streams; TTFT = first chunk − send, TPOT = (last chunk − first chunk) / (tokens − 1), e2e = end −
+send, and every gap between chunks is kept (ITL).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import random
 import time
@@ -103,7 +104,7 @@ async def _one(
     end = time.perf_counter()
     if not chunk_times:
         raise RuntimeError("no tokens streamed")
-    gaps = tuple(float(b - a) for a, b in zip(chunk_times, chunk_times[1:], strict=False))
+    gaps = tuple(float(b - a) for a, b in itertools.pairwise(chunk_times))
     return Measured(
         sent_s=sent - start,
         prompt_tokens=len(prompt),
@@ -137,7 +138,7 @@ async def closed_loop(
 
         async def worker() -> None:
             while time.perf_counter() < stop_at:
-                prompt = [rng.randrange(100, 30000) for _ in range(prompt_tokens)]
+                prompt = [rng.randrange(3, 1000) for _ in range(prompt_tokens)]
                 try:
                     record = await _one(client, url, model, prompt, output_tokens, start, stream)
                 except (httpx.HTTPError, RuntimeError):

@@ -10,6 +10,8 @@ which is the joint least-squares form the H200 calibration fits (`calibration/h2
 4.709 ms + 0.01738 ms × B + 2.813e-5 ms × Σctx for decodes; 0.02393 ms per prompt token for prefills).
 `request_overhead_s` is what a request spends outside engine steps (HTTP, tokenizer-free input processing,
 IPC, output streaming): it adds to TTFT and end-to-end latency but does not occupy the engine.
+On a shared CPU the engine also stalls at random (`stall_rate_per_s`, `stall_mean_s`), which every running
+request feels at once: that is where the real CPU runtime's latency tail comes from.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ class StepTimeModel:
     per_seq_s: float
     per_kv_token_s: float
     per_prefill_token_s: float
+    # CPU contention: the engine process loses the core now and then (Poisson in time, exponential length).
+    # Zero on a GPU profile; fitted on the shared 2-core machine, where it makes the P99 what it is.
+    stall_rate_per_s: float = 0.0
+    stall_mean_s: float = 0.0
 
     def step_s(self, n_seqs: int, kv_tokens: float, prefill_tokens: int) -> float:
         return (

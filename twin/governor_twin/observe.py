@@ -1,0 +1,121 @@
+"""What the operator sees of an engine at a tick, computed the way Prometheus would compute it.
+
+The latency quantile is `histogram_quantile(q, increase(<histogram>_bucket[window]))` over the engine's
+cumulative bucket counts (the same buckets the runtime starts vLLM with), so the law gets the bucket
+interpolation error the real loop gets, not the exact P99. Rates are increases over the window divided by it;
+running/waiting/KV are the gauges at the tick. The prompt P95 and long-prompt counter follow the runtime's
+definitions (60 s window of prompt lengths; prompts above 1.3 × P95 counted).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+from governor.law import Observation
+from governor.signals import LatencyKind
+from numpy.typing import NDArray
+
+from governor_twin.engine import Engine, Histogram
+
+PROMPT_WINDOW_S = 60.0
+LONG_PROMPT_FACTOR = 1.3
+
+
+def histogram_quantile(q: float, edges: NDArray[np.float64], counts: NDArray[np.float64]) -> float | None:
+    """Prometheus' histogram_quantile on per-bucket counts (last entry is +Inf). None without samples."""
+    cumulative = np.cumsum(counts)
+    total = float(cumulative[-1]) if cumulative.size else 0.0
+    if total <= 0:
+        return None
+    rank = q * total
+    index = int(np.searchsorted(cumulative, rank, side="left"))
+    if index >= edges.size:  # falls in +Inf: Prometheus answers the highest finite bound
+        return float(edges[-1])
+    lower = 0.0 if index == 0 else float(edges[index - 1])
+    below = 0.0 if index == 0 else float(cumulative[index - 1])
+    in_bucket = float(counts[index])
+    if in_bucket <= 0:
+        return float(edges[index])
+    return lower + (float(edges[index]) - lower) * (rank - below) / in_bucket
+
+
+@dataclass
+class _Snapshot:
+    t: float
+    counts: NDArray[np.float64]
+    success: float
+    preemptions: float
+    long_prompts: float
+
+
+class Observer:
+    """Keeps tick snapshots of one engine and answers the law's Observation for the last `window_s`."""
+
+    def __init__(self, engine: Engine, kind: LatencyKind, window_s: float, quantile: float = 0.99) -> None:
+        self.engine = engine
+        self.kind = kind
+        self.window_s = window_s
+        self.quantile = quantile
+        self.snapshots: deque[_Snapshot] = deque()
+        self.long_prompts = 0.0
+        self._counted_upto = 0  # requests already judged long/short
+        self.prompt_p95: float | None = None
+
+    def _histogram(self) -> Histogram:
+        e = self.engine
+        return {
+            LatencyKind.TPOT: e.tpot_hist,
+            LatencyKind.INTER_TOKEN: e.itl_hist,
+            LatencyKind.TTFT: e.ttft_hist,
+            LatencyKind.E2E: e.e2e_hist,
+        }[self.kind]
+
+    def _prompt_signals(self, now: float) -> None:
+        """The runtime's windowed prompt P95 and long-prompt counter, over requests sent by `now`."""
+        e = self.engine
+        sent = e.sent[: e.n]
+        upto = int(np.searchsorted(sent, now, side="right"))
+        lo = int(np.searchsorted(sent, now - PROMPT_WINDOW_S, side="right"))
+        if upto > lo:
+            window = e.prompt[lo:upto]
+            p95 = float(np.percentile(window, 95))
+            fresh = e.prompt[self._counted_upto : upto]
+            if self.prompt_p95 is not None:
+                self.long_prompts += float(np.sum(fresh > LONG_PROMPT_FACTOR * self.prompt_p95))
+            self.prompt_p95 = p95
+        self._counted_upto = max(self._counted_upto, upto)
+
+    def observe(self, now: float) -> Observation:
+        e = self.engine
+        self._prompt_signals(now)
+        hist = self._histogram()
+        snap = _Snapshot(now, hist.counts.copy(), e.success_total, float(e.preemptions), self.long_prompts)
+        self.snapshots.append(snap)
+        while len(self.snapshots) > 1 and self.snapshots[1].t <= now - self.window_s + 1e-9:
+            self.snapshots.popleft()
+        old = self.snapshots[0]
+        span = now - old.t
+        if old is snap or span <= 0:
+            p99 = None
+            rate = preempt = long_rate = None
+        else:
+            p99 = histogram_quantile(self.quantile, hist.edges, snap.counts - old.counts)
+            rate = (snap.success - old.success) / span
+            preempt = (snap.preemptions - old.preemptions) / span
+            long_rate = (snap.long_prompts - old.long_prompts) / span
+        if p99 is not None and not math.isfinite(p99):
+            p99 = None
+        return Observation(
+            now_s=now,
+            p99_s=p99,
+            running=float(e.num_running),
+            waiting=float(e.num_waiting),
+            kv_usage=e.kv_usage,
+            preemption_rate=preempt,
+            request_rate=rate,
+            prompt_p95=self.prompt_p95,
+            long_prompt_rate=long_rate,
+        )
