@@ -19,7 +19,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,10 +114,16 @@ def governed_pods(
 
 
 class SignalHub:
-    """Shares one round of queries among the loops that tick within `max_age_s` of each other."""
+    """Shares one round of queries among the loops that tick within half a tick of each other.
 
-    def __init__(self, prometheus: PromReader | None, scraper: DirectScraper | None) -> None:
-        self.prometheus, self.scraper = prometheus, scraper
+    The source follows GOVERNOR_PROMETHEUS_URL (read at every refresh, so tests and operators can point the
+    running operator at a Prometheus): set -> Prometheus, unset -> the pods' /metrics scraped directly.
+    """
+
+    def __init__(self) -> None:
+        self.prometheus_url: str | None = None
+        self.prometheus: PromReader | None = None
+        self.scraper = DirectScraper()
         self._wanted: dict[Key, tuple[LatencyKind, float, float, tuple[str, ...]]] = {}
         self._cache: dict[float, tuple[float, Snapshot]] = {}  # window -> (when, snapshot)
         self._lock = asyncio.Lock()
@@ -138,9 +144,13 @@ class SignalHub:
     async def _refresh(self, window_s: float, gauge_window_s: float) -> Snapshot:
         same_window = {k: w for k, w in self._wanted.items() if w[2] == window_s}
         latencies = {(kind, q) for kind, q, _, _ in same_window.values()}
+        url = os.environ.get(PROMETHEUS_ENV) or None
+        if url != self.prometheus_url:
+            if self.prometheus is not None:
+                await self.prometheus.aclose()
+            self.prometheus_url, self.prometheus = url, PromReader(url) if url else None
         if self.prometheus is not None:
             return await self.prometheus.read(promql.OPERATOR, window_s, gauge_window_s, latencies)
-        assert self.scraper is not None
         return await self.scraper.read(
             {k: list(w[3]) for k, w in same_window.items()}, window_s, gauge_window_s, latencies
         )
@@ -159,9 +169,7 @@ _context: LoopContext | None = None
 @kopf.on.startup()
 async def start_loop_context(**_: Any) -> None:
     global _context
-    url = os.environ.get(PROMETHEUS_ENV)
-    hub = SignalHub(PromReader(url) if url else None, None if url else DirectScraper())
-    _context = LoopContext(hub=hub, actuator=Actuator(), tokens={})
+    _context = LoopContext(hub=SignalHub(), actuator=Actuator(), tokens={})
 
 
 @kopf.on.cleanup()
@@ -214,9 +222,11 @@ async def control_loop(
                 cfg = law_config(spec, resolved)
                 if state is None:
                     state = _resume(body, cfg)
-                pods = list(governed_pods.get(key, [])) if governed_pods is not None else []
+                indexed: Iterable[PodInfo] = governed_pods.get(key, []) if governed_pods is not None else []
+                pods = [p for p in indexed if p.url and p.ready]
                 try:
-                    state = await tick(_context, key, body, spec, resolved, cfg, state, pods, logger)
+                    if pods:  # no ready pod: nothing to govern, and nothing new to report
+                        state = await tick(_context, key, body, spec, resolved, cfg, state, pods, logger)
                 except (kube.KubeError, OSError) as exc:
                     logger.warning(f"control loop tick failed, retrying next tick: {exc}")
             slot += 1
