@@ -12,7 +12,6 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-
 from governor import builders
 from governor.spec import parse_spec
 

@@ -10,7 +10,6 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-
 from governor import crd, spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +66,9 @@ def test_schema_is_structural() -> None:
     status = schema["properties"]["status"]
     assert status["x-kubernetes-preserve-unknown-fields"] is True
     assert status["properties"]["law"]["x-kubernetes-preserve-unknown-fields"] is True
-    assert schema["properties"]["spec"]["properties"]["engine"]["properties"]["maxNumSeqs"]["nullable"] is True
+    assert (
+        schema["properties"]["spec"]["properties"]["engine"]["properties"]["maxNumSeqs"]["nullable"] is True
+    )
 
 
 def test_crd_is_a_valid_customresourcedefinition() -> None:
@@ -81,9 +82,14 @@ def test_names_subresources_and_columns() -> None:
     assert names["kind"] == "InferenceService" and "isvc" not in names["shortNames"]
     assert "all" not in names["categories"]
     version = body["spec"]["versions"][0]
-    assert version["subresources"] == {"status": {}, "scale": {
-        "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
-        "labelSelectorPath": ".status.selector"}}
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
     columns = [c["name"].upper() for c in version["additionalPrinterColumns"]]
     assert columns == ["READY", "REPLICAS", "CAP", "P99", "SLO", "MODE", "AGE"]
 
@@ -98,8 +104,12 @@ def test_examples_validate_against_the_generated_schema(path: Path) -> None:
 def test_schema_rejects_what_the_api_server_would() -> None:
     validator = jsonschema.Draft4Validator(_as_draft4(_schema()))
     doc = yaml.safe_load((ROOT / "examples" / "minimal.yaml").read_text())
-    for path, value in ((("slo", "quantile"), 1.0), (("replicas",), -1), (("slo", "kind"), "p95"),
-                        (("engine", "gpuMemoryUtilization"), 0)):
+    for path, value in (
+        (("slo", "quantile"), 1.0),
+        (("replicas",), -1),
+        (("slo", "kind"), "p95"),
+        (("engine", "gpuMemoryUtilization"), 0),
+    ):
         bad = copy.deepcopy(doc)
         node = bad["spec"]
         for key in path[:-1]:

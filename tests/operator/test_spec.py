@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
-
 from governor import profiles
 from governor.spec import describe, name_problems, parse_spec
+from pydantic import ValidationError
 
 
 def _error(raw: dict[str, Any]) -> str:

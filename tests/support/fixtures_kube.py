@@ -53,8 +53,9 @@ class Cluster:
         assert obj is not None, f"{resource.plural} {namespace}/{name} does not exist"
         return obj
 
-    async def request(self, method: str, path: str, body: Any = None,
-                      content_type: str = "application/merge-patch+json") -> dict[str, Any]:
+    async def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/merge-patch+json"
+    ) -> dict[str, Any]:
         headers = {"Content-Type": content_type} if body is not None else {}
         async with self.emulator.request(method, path, json=body, headers=headers) as response:
             payload: dict[str, Any] = await response.json()
@@ -62,22 +63,41 @@ class Cluster:
             return payload
 
     async def apply_isvc(self, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        body = {"apiVersion": "governor.vllm.ai/v1alpha1", "kind": "InferenceService",
-                "metadata": {"name": name, "namespace": namespace}, "spec": spec}
-        return await self.request("POST", f"/apis/governor.vllm.ai/v1alpha1/namespaces/{namespace}/"
-                                  "inferenceservices", body, "application/json")
+        body = {
+            "apiVersion": "governor.vllm.ai/v1alpha1",
+            "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+        return await self.request(
+            "POST",
+            f"/apis/governor.vllm.ai/v1alpha1/namespaces/{namespace}/inferenceservices",
+            body,
+            "application/json",
+        )
 
-    async def patch(self, resource: kmock.resource, namespace: str, name: str, patch: dict[str, Any],
-                    subresource: str = "") -> dict[str, Any]:
+    async def patch(
+        self,
+        resource: kmock.resource,
+        namespace: str,
+        name: str,
+        patch: dict[str, Any],
+        subresource: str = "",
+    ) -> dict[str, Any]:
         return await self.request("PATCH", _path(resource, namespace, name, subresource), patch)
 
     async def delete(self, resource: kmock.resource, namespace: str, name: str) -> dict[str, Any]:
         return await self.request("DELETE", _path(resource, namespace, name))
 
-    def events(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        return [obj.raw for (res, ns, _), obj in self.emulator.objects.items()
-                if res == EVENTS and ns == namespace and not obj.deleted
-                and obj.raw.get("involvedObject", {}).get("name") == name]
+    def events(self, namespace: str, name: str | None) -> list[dict[str, Any]]:
+        """Events about one object (``name``) or every object (None) in a namespace."""
+        found = []
+        for (res, ns, _), obj in self.emulator.objects.items():
+            if res == EVENTS and ns == namespace and not obj.deleted:
+                raw = obj.raw
+                if name is None or raw.get("involvedObject", {}).get("name") == name:
+                    found.append(raw)
+        return found
 
     def condition(self, namespace: str, name: str, type_: str) -> dict[str, Any] | None:
         obj = self.get(ISVC, namespace, name) or {}
@@ -86,7 +106,9 @@ class Cluster:
 
 def _path(resource: kmock.resource, namespace: str, name: str, subresource: str = "") -> str:
     base = f"/apis/{resource.group}/{resource.version}" if resource.group else f"/api/{resource.version}"
-    return f"{base}/namespaces/{namespace}/{resource.plural}/{name}" + (f"/{subresource}" if subresource else "")
+    return f"{base}/namespaces/{namespace}/{resource.plural}/{name}" + (
+        f"/{subresource}" if subresource else ""
+    )
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -103,19 +125,21 @@ async def kube_emulator() -> AsyncIterator[Emulator]:
 @pytest_asyncio.fixture(scope="session")
 async def governor_cluster(kube_emulator: Emulator) -> AsyncIterator[Cluster]:
     """The unmodified operator (``governor.handlers``) running against the emulator."""
-    import kopf
-
     import governor.handlers  # noqa: F401  (registers the handlers in Kopf's default registry)
+    import kopf
     from governor import kube
 
     kube.configure(str(kube_emulator.url))  # explicit: the operator's login handler hands it to Kopf
     stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop,
-                                             ready_flag=ready))
+    task = asyncio.create_task(
+        kopf.operator(clusterwide=True, standalone=True, stop_flag=stop, ready_flag=ready)
+    )
     await asyncio.wait_for(ready.wait(), timeout=30)
     cluster = Cluster(emulator=kube_emulator, operator=task)
-    await eventually(lambda: any(r.resource == ISVC and r.action == kmock.action.WATCH
-                                 for r in list(kube_emulator)), what="Kopf watching InferenceServices")
+    await eventually(
+        lambda: any(r.resource == ISVC and r.action == kmock.action.WATCH for r in list(kube_emulator)),
+        what="Kopf watching InferenceServices",
+    )
     yield cluster
     stop.set()
     with contextlib.suppress(asyncio.CancelledError):

@@ -122,9 +122,12 @@ class Emulator(kmock.KubernetesEmulator):
         names, group = crd["spec"]["names"], crd["spec"]["group"]
         for version in crd["spec"]["versions"]:
             self.resources[f"{group}/{version['name']}/{names['plural']}"] = kmock.ResourceInfo(
-                kind=names["kind"], singular=names.get("singular"),
-                namespaced=crd["spec"]["scope"] == "Namespaced", verbs=CRD_VERBS,
-                shortnames=names.get("shortNames", []), categories=names.get("categories", []),
+                kind=names["kind"],
+                singular=names.get("singular"),
+                namespaced=crd["spec"]["scope"] == "Namespaced",
+                verbs=CRD_VERBS,
+                shortnames=names.get("shortNames", []),
+                categories=names.get("categories", []),
                 subresources=set(version.get("subresources", {})),
             )
 
@@ -138,8 +141,11 @@ class Emulator(kmock.KubernetesEmulator):
         return str(next(self._versions))
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
-        if request.resource is None or request.action not in (enums.action.CREATE, enums.action.UPDATE,
-                                                               enums.action.FETCH):
+        if request.resource is None or request.action not in (
+            enums.action.CREATE,
+            enums.action.UPDATE,
+            enums.action.FETCH,
+        ):
             return await super()._handle(request)
         if request.action == enums.action.FETCH:
             if request.subresource == "scale":
@@ -164,7 +170,8 @@ class Emulator(kmock.KubernetesEmulator):
             raise k8s.KubernetesObjectNotFoundError()
         meta, status = live["metadata"], live.get("status") or {}
         return {
-            "apiVersion": "autoscaling/v1", "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
             "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta},
             "spec": {"replicas": (live.get("spec") or {}).get("replicas", 0)},
             "status": {"replicas": status.get("replicas", 0), "selector": status.get("selector", "")},
@@ -179,7 +186,9 @@ class Emulator(kmock.KubernetesEmulator):
         if request.namespace and not meta.get("namespace"):
             meta["namespace"] = request.namespace
         meta.update(
-            uid=str(uuid.uuid4()), generation=1, resourceVersion=self._next_version(),
+            uid=str(uuid.uuid4()),
+            generation=1,
+            resourceVersion=self._next_version(),
             creationTimestamp=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         )
         meta.pop("deletionTimestamp", None)
@@ -187,7 +196,9 @@ class Emulator(kmock.KubernetesEmulator):
         if "status" in self._subresources(request.resource):
             data.pop("status", None)
         if request.resource == kmock.resource("", "v1", "secrets") and "stringData" in data:
-            encoded = {k: base64.b64encode(str(v).encode()).decode() for k, v in data.pop("stringData").items()}
+            encoded = {
+                k: base64.b64encode(str(v).encode()).decode() for k, v in data.pop("stringData").items()
+            }
             data["data"] = {**data.get("data", {}), **encoded}
 
     def _prepare_update(self, request: rendering.Request) -> None:
@@ -205,8 +216,11 @@ class Emulator(kmock.KubernetesEmulator):
             patch = request.data if isinstance(request.data, dict) else {}
             wanted_version = (patch.get("metadata") or {}).get("resourceVersion")
             if wanted_version is not None and wanted_version != live["metadata"].get("resourceVersion"):
-                raise k8s.KubernetesError(status=409, reason="Conflict",
-                                          message="the object has been modified; apply your changes again")
+                raise k8s.KubernetesError(
+                    status=409,
+                    reason="Conflict",
+                    message="the object has been modified; apply your changes again",
+                )
             if request.subresource == "scale":
                 patch = {"spec": {"replicas": (patch.get("spec") or {}).get("replicas")}}
             new = merge_patch(live, patch)
@@ -221,8 +235,10 @@ class Emulator(kmock.KubernetesEmulator):
             if key in live["metadata"]:
                 new.setdefault("metadata", {})[key] = live["metadata"][key]
         if new != live:
-            body = ({k: v for k, v in new.items() if k not in ("metadata", "status")},
-                    {k: v for k, v in live.items() if k not in ("metadata", "status")})
+            body = (
+                {k: v for k, v in new.items() if k not in ("metadata", "status")},
+                {k: v for k, v in live.items() if k not in ("metadata", "status")},
+            )
             meta = new.setdefault("metadata", {})
             if body[0] != body[1]:
                 meta["generation"] = int(live["metadata"].get("generation", 1)) + 1
@@ -246,8 +262,13 @@ class Emulator(kmock.KubernetesEmulator):
         return removed
 
 
-async def eventually(check: Callable[[], T | Awaitable[T]], *, timeout: float = 15.0,
-                     interval: float = 0.05, what: str = "condition") -> T:
+async def eventually(
+    check: Callable[[], T | Awaitable[T]],
+    *,
+    timeout: float = 15.0,  # noqa: ASYNC109
+    interval: float = 0.1,
+    what: str = "condition",
+) -> T:
     """Poll until ``check`` returns a truthy value (assertion errors count as 'not yet')."""
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
