@@ -3,9 +3,9 @@
 POST /alertmanager (Alertmanager's webhook_config url) — authenticated with a bearer token (or Basic auth
 whose password is the token) from GOVERNOR_WEBHOOK_TOKEN or the file GOVERNOR_WEBHOOK_TOKEN_FILE (the chart
 mounts a Secret there). Each step governor.webhook.decide asks for goes to the replica planner
-(governor.replicas.request_scale, the only writer of replicas); each is an Event on the InferenceService and
-recorded in status.alertmanager. Refusals change nothing and answer JSON {"error": {"code", "message"}}:
-401 wrong or missing credentials, 400/415/422 a bad payload, 503 no token configured.
+(governor.replicas.request_scale, the only writer of replicas); each is recorded in status.alertmanager
+and becomes an Event on the InferenceService. Refusals change nothing and answer JSON
+{"error": {"code", "message"}}: 401 wrong or missing credentials, 400/415/422 a bad payload, 503 no token.
 GET /healthz answers 200.
 
 Environment: GOVERNOR_WEBHOOK_ENABLED (default false; the chart sets true), GOVERNOR_WEBHOOK_PORT (8081),
@@ -107,14 +107,13 @@ class Receiver:
             logger.exception("replica planner failed for %s/%s", step.namespace, step.name)
             result["outcome"] = f"error: {error}"
             return result
-        outcome = str(getattr(answer, "reason", answer))
+        outcome = "ignored: not autoscaled" if answer is None else str(getattr(answer, "reason", answer))
         result["outcome"] = outcome
         verb = "out" if step.direction > 0 else "in"
-        kopf.info(kopf.Body(cast(kopf.RawBody, body)), reason=f"AlertScale{verb.title()}",
-                  message=f"Alertmanager asked to scale {verb} by one ({step.reason}): {outcome}")
         await kube.update_inferenceservice_status(step.namespace, step.name, lambda _: {"alertmanager": {
             "lastStep": {"time": api.now_iso(), "direction": step.direction, "reason": step.reason,
-                         "alerts": list(step.alerts), "outcome": outcome},
+                         "alerts": list(step.alerts), "outcome": outcome,
+                         "message": f"Alertmanager asked to scale {verb} by one ({step.reason}): {outcome}"},
         }})
         return result
 
@@ -160,6 +159,24 @@ async def _planner_request_scale(namespace: str, name: str, direction: int, sour
 
 
 _runner: web.AppRunner | None = None
+
+
+@kopf.on.event(api.GROUP, api.VERSION, api.PLURAL)
+def announce_alert_step(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Each step the receiver recorded in status becomes an Event on the object.
+
+    The receiver serves HTTP outside any object's Kopf task, where Kopf cannot post Events; the object's own
+    watch stream can. The first sight of an object (e.g. after an operator restart) only remembers its step.
+    """
+    step = (body.get("status") or {}).get("alertmanager", {}).get("lastStep") or {}
+    announced = step.get("time")
+    if "alert_step" not in memo:
+        memo["alert_step"] = announced
+        return
+    if announced and memo["alert_step"] != announced:
+        memo["alert_step"] = announced
+        verb = "Out" if step.get("direction", 0) > 0 else "In"
+        kopf.info(body, reason=f"AlertScale{verb}", message=str(step.get("message", "")))
 
 
 @kopf.on.startup()
