@@ -3,7 +3,7 @@ the standalone governor deciding and holding the cap through the admin route.
 
 Two cores are shared with everything else, so latency is noisy: the tests measure the engine's per-token
 latency at its ceiling first, set the SLO from that, and assert directions, bounds and outcomes, never
-exact P99 values. Tick 1 s, window 4 s, Prometheus scraping every second.
+exact P99 values. Tick 1 s, window 5 s, Prometheus scraping every second.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def law(engine: Engine, slo_s: float, **overrides: object) -> LawConfig:
             "min_cap": 1,
             "ceiling": engine.ceiling,
             "tick_s": 1.0,
-            "window_s": 4.0,
+            "window_s": 5.0,
             "cooldown_s": 2.0,
             "alpha": 0.6,
             "replica_after_ticks": 3,
@@ -67,16 +67,19 @@ def governor(
     )
 
 
-async def tpot_p99(engine: Engine, seconds: float) -> float:
-    """The engine's TPOT P99 over the next `seconds`, from its own histogram (direct scrape)."""
-    scraper = DirectScraper()
-    await scraper.read({KEY: [engine.base_url]}, seconds + 1, seconds + 1, {TPOT})
-    await asyncio.sleep(seconds)
-    value = (
-        (await scraper.read({KEY: [engine.base_url]}, seconds + 1, seconds + 1, {TPOT})).get(KEY).p99(*TPOT)
-    )
+async def tpot_p99(engine: Engine, seconds: float, limit_s: float = 40.0) -> float:
+    """The engine's TPOT P99 over at least `seconds` (longer until requests complete), from its own
+    histogram, scraped directly."""
+    scraper, waited = DirectScraper(), 0.0
+    await scraper.read({KEY: [engine.base_url]}, limit_s + 1, limit_s + 1, {TPOT})
+    value = None
+    while value is None or waited < seconds:
+        assert waited < limit_s, "no TPOT observations: is the load generator running?"
+        await asyncio.sleep(2.0)
+        waited += 2.0
+        snapshot = await scraper.read({KEY: [engine.base_url]}, limit_s + 1, limit_s + 1, {TPOT})
+        value = snapshot.get(KEY).p99(*TPOT)
     await scraper.aclose()
-    assert value is not None, "no TPOT observations: is the load generator running?"
     return value
 
 
@@ -96,8 +99,8 @@ async def test_per_token_slo_missed_at_high_cap_lowers_the_cap_until_p99_is_back
     engine = engine_limits
     prom = prometheus_for({KEY: [engine.base_url.removeprefix("http://")]})
     engine.set_limits(cap=engine.ceiling)
-    async with closed_loop(engine, concurrency=engine.ceiling, max_tokens=256):
-        at_ceiling = await tpot_p99(engine, 4)
+    async with closed_loop(engine, concurrency=engine.ceiling, max_tokens=96):
+        at_ceiling = await tpot_p99(engine, 6)
         slo = (
             at_ceiling * 0.6
         )  # missed at the ceiling; a few slots fewer meet it (DESIGN: 1.7 -> 5.6 ms/token)
@@ -131,7 +134,8 @@ async def test_light_load_with_a_binding_cap_raises_it(
         reports = await run_until(gov, lambda rs: rs[-1].decision.cap >= 4, ticks=25)
     await gov.aclose()
     caps = [r.decision.cap for r in reports]
-    assert caps[-1] >= 4 and all(b >= a for a, b in itertools.pairwise(caps)), caps
+    trail = [(r.decision.cap, r.decision.reason, r.reading.running, r.reading.waiting) for r in reports]
+    assert caps[-1] >= 4 and all(b >= a for a, b in itertools.pairwise(caps)), trail
     assert engine.limits()["cap"] == caps[-1]
 
 
