@@ -6,4 +6,5 @@ Other modules (the control loop, the Alertmanager webhook) add their import belo
 from governor.handlers import children
 
 __all__ = ["children"]
+from governor.handlers import loop as loop  # the control loop (one daemon per InferenceService)
 from governor.handlers import webhook as webhook  # the Alertmanager receiver (GOVERNOR_WEBHOOK_ENABLED)
