@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from governor import spec as api
+from governor.observability.scrape import pod_monitor_relabelings
 
 Manifest = dict[str, Any]
 
@@ -244,7 +245,13 @@ def build_pod_monitor(owner: Owner, isvc: api.InferenceServiceSpec) -> Manifest:
         "spec": {
             "selector": {"matchLabels": selector_labels(owner.name)},
             "podMetricsEndpoints": [
-                {"port": "http", "path": "/metrics", "interval": isvc.monitoring.interval},
+                {
+                    "port": "http",
+                    "path": "/metrics",
+                    "interval": isvc.monitoring.interval,
+                    # namespace/inferenceservice labels: the dashboards' and alerts' convention
+                    "relabelings": pod_monitor_relabelings(),
+                },
             ],
         },
     }

@@ -36,6 +36,7 @@ Verb = Literal["get", "list", "watch", "create", "patch", "delete"]
 PERMISSIONS: dict[tuple[str, str], frozenset[Verb]] = {
     (api.GROUP, api.PLURAL): frozenset({"get"}),
     (api.GROUP, f"{api.PLURAL}/status"): frozenset({"patch"}),
+    (api.GROUP, f"{api.PLURAL}/scale"): frozenset({"patch"}),  # the replica planner, the only replicas writer
     ("apps", "deployments"): frozenset({"get", "create", "patch"}),
     ("", "services"): frozenset({"get", "create", "patch"}),
     ("", "secrets"): frozenset({"get", "create", "patch"}),
