@@ -49,7 +49,8 @@ def _token_buckets(max_len: int) -> tuple[float, ...]:
 
 
 class Histogram:
-    """Cumulative histogram with Prometheus semantics (`le` buckets plus +Inf), fed in bulk."""
+    """Cumulative histogram with Prometheus semantics (`le` buckets plus +Inf), fed in bulk. The per-request
+    histograms of an engine are up to date after `Engine.flush()`."""
 
     def __init__(self, buckets: tuple[float, ...]) -> None:
         self.edges = np.array(buckets, dtype=np.float64)
@@ -60,7 +61,7 @@ class Histogram:
         if values.size == 0:
             return
         index = np.searchsorted(self.edges, values, side="left")
-        np.add.at(self.counts, index, 1.0 if weights is None else weights)
+        self.counts += np.bincount(index, weights=weights, minlength=self.counts.size)
         self.total += float(np.sum(values if weights is None else values * weights))
 
     def cumulative(self) -> FloatArray:
@@ -109,6 +110,7 @@ class Engine:
         self.running: list[int] = []
         self._run_ids: IntArray | None = None  # cached np.array(self.running)
         self.finished: list[int] = []  # finished since the last drain (the HTTP server reads it)
+        self._unobserved: list[IntArray] = []  # finished, not yet in the histograms (see flush)
         self.stats = StepStats()
         self.preemptions = 0
         self.rejected = 0
@@ -230,8 +232,9 @@ class Engine:
             self._ingest(self.clock)
             if not self.running and not self.waiting:
                 nxt = self.next_arrival_time()
-                if nxt > horizon:
-                    self.clock = max(self.clock, horizon)
+                if nxt > horizon or nxt == math.inf:
+                    if horizon < math.inf:
+                        self.clock = max(self.clock, horizon)
                     return
                 self.clock = max(self.clock, nxt)
                 continue
@@ -449,16 +452,12 @@ class Engine:
         self._run_ids = kept
         return kept, sched[:keep]
 
-    def _finish(self, done: IntArray) -> None:
-        self.finish[done] = self.clock
-        self.state[done] = DONE
-        self.free_blocks += int(self.blocks[done].sum())
-        self.blocks[done] = 0
-        gone = set(done.tolist())
-        self.running = [r for r in self.running if r not in gone]
-        self._run_ids = None
-        self.finished.extend(done.tolist())
-        self.success_total += done.size
+    def flush(self) -> None:
+        """Fold the requests finished since the last call into the per-request histograms."""
+        if not self._unobserved:
+            return
+        done = np.concatenate(self._unobserved)
+        self._unobserved = []
         ttft = self.first_token[done] - self.sent[done]
         e2e = self.finish[done] - self.sent[done]
         n_out = self.max_tokens[done]
@@ -470,3 +469,15 @@ class Engine:
         self.queue_hist.observe(self.first_scheduled[done] - self.arrival[done])
         self.prompt_hist.observe(self.prompt[done].astype(np.float64))
         self.generation_hist.observe(n_out.astype(np.float64))
+
+    def _finish(self, done: IntArray) -> None:
+        self.finish[done] = self.clock
+        self.state[done] = DONE
+        self.free_blocks += int(self.blocks[done].sum())
+        self.blocks[done] = 0
+        gone = set(done.tolist())
+        self.running = [r for r in self.running if r not in gone]
+        self._run_ids = None
+        self.finished.extend(done.tolist())
+        self.success_total += done.size
+        self._unobserved.append(done)

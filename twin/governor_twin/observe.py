@@ -91,6 +91,7 @@ class Observer:
     def observe(self, now: float) -> Observation:
         e = self.engine
         self._prompt_signals(now)
+        e.flush()
         hist = self._histogram()
         snap = _Snapshot(now, hist.counts.copy(), e.success_total, float(e.preemptions), self.long_prompts)
         self.snapshots.append(snap)

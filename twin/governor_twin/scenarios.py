@@ -225,21 +225,22 @@ def _rate_fn(spec: dict[str, Any], duration: float) -> tuple[Any, float]:
     raise ValueError(f"unknown arrival process {kind!r}")
 
 
-def capacity_rps(prompts: IntArray, outputs: IntArray, profile_name: str, seconds: float = 60.0) -> float:
-    """Completions per second of a saturated engine at its ceiling, for these lengths (a twin measurement)."""
+def capacity_rps(prompts: IntArray, outputs: IntArray, profile_name: str, requests: int = 4000) -> float:
+    """Completions per second of a saturated engine at its ceiling for these lengths (a twin measurement):
+    `requests` drawn from the lengths all arrive at once; the rate between the 25th and 75th percentile
+    completions."""
     from governor_twin.engine import Engine
     from governor_twin.profile import load_profile
 
     profile = load_profile(profile_name)
     ok = prompts + outputs <= profile.max_model_len
-    p, o = prompts[ok], outputs[ok]
-    n = min(p.size, 4000)
+    pick = np.random.default_rng(0).integers(0, int(ok.sum()), requests)
     engine = Engine(profile)
-    engine.submit_many(np.zeros(n), p[:n], o[:n])
-    engine.advance(seconds / 3)
-    done_warm = engine.success_total
-    engine.advance(seconds)
-    return float((engine.success_total - done_warm) / (seconds - seconds / 3))
+    engine.submit_many(np.zeros(requests), prompts[ok][pick], outputs[ok][pick])
+    engine.advance(1e9)
+    finish = np.sort(engine.finish[:requests])
+    q1, q3 = finish[requests // 4], finish[3 * requests // 4]
+    return float((requests // 2) / max(q3 - q1, 1e-9))
 
 
 @dataclass(frozen=True)
@@ -262,7 +263,7 @@ def generate(scenario: Scenario, seed: int = 0) -> tuple[Workload, Scenario]:
             times, tp, to = read_trace(str(spec["path"]))
             start = float(spec.get("start_s", 0.0))
             span = float(spec.get("span_s", times[-1] - start))
-            sel = (times >= start) & (times < start + span)
+            sel = (times >= start) & ((times < start + span) | (start + span >= times[-1]))  # keep the last
             if "rate_rps" in spec:
                 target = float(spec["rate_rps"])
             else:

@@ -149,6 +149,7 @@ class TwinCollector:
 
     def collect(self) -> Iterator[Metric]:
         twin, e = self.twin, self.twin.engine
+        e.flush()
         labels = [twin.model_name, str(twin.index)]
         names = ["model_name", "engine"]
 
