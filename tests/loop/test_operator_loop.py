@@ -132,3 +132,32 @@ async def test_status_reports_the_cap_the_engine_holds_and_follows_prometheus(
 
 def status_ticks(c: Cluster, ns: str) -> int:
     return int((status(c, ns).get("law") or {}).get("ticks", 0))
+
+
+async def test_at_the_floor_and_still_missing_the_law_asks_the_planner_for_a_replica(
+    governed: tuple[Cluster, str, Engine, Any],
+) -> None:
+    c, ns, engine, _ = governed
+    # An SLO no cap can meet (TPOT 0.01 ms), a floor of 2 and autoscaling by the planner: vertical first,
+    # then one replica through the scale subresource.
+    await c.patch(
+        ISVC,
+        ns,
+        NAME,
+        {
+            "spec": {
+                "slo": {"kind": "tpot", "targetMs": 0.01},
+                "adaptive": {"minCap": 2},
+                "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 3},
+            }
+        },
+    )
+    async with closed_loop(engine, concurrency=6, max_tokens=32):
+        await eventually(
+            lambda: (c.get(ISVC, ns, NAME) or {})["spec"]["replicas"] == 2,
+            timeout=60,
+            what="spec.replicas 1 -> 2",
+        )
+    st = status(c, ns)
+    assert st["cap"] == 2 == engine.limits()["cap"] and st["desiredReplicas"] == 2
+    assert c.condition(ns, NAME, "SLOMet")["status"] == "False"  # type: ignore[index]
