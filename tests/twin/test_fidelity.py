@@ -2,8 +2,8 @@
 
 The CPU check is the short version of the report's: three closed-loop concurrencies, a few seconds each, on
 the session's real engine, against the twin running the stored CPU profile in virtual time. The runtime shares
-two cores with everything else the suite runs, so the machine's speed right now is measured first (one client,
-the same requests) and the profile's time constants are scaled by it; then the three levels are compared.
+two cores with everything else the suite runs; neighbours only ever slow a run down, so each level is the best
+of three short repeats (as the calibration was), the way `timeit` takes the minimum.
 """
 
 from __future__ import annotations
@@ -15,20 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from governor_twin.fidelity import (
-    CPU_TOLERANCE,
-    H200_TOLERANCE,
-    Comparison,
-    closed_loop_twin,
-    cpu_comparisons,
-    h200_fidelity,
-)
-from governor_twin.measure import closed_loop
-from governor_twin.profile import EngineProfile, StepTimeModel, load_profile, with_limits
+from governor_twin.fidelity import CPU_TOLERANCE, H200_TOLERANCE, cpu_comparisons, h200_fidelity
+from governor_twin.measure import best_of
+from governor_twin.profile import load_profile, with_limits
 
 from tests.support.engine import Engine
 
 PROMPT, OUTPUT = 32, 64
+LEVELS = (2, 8, 16)
 
 
 def test_twin_reproduces_the_h200_serving_rows() -> None:
@@ -42,52 +36,21 @@ def test_twin_reproduces_the_h200_serving_rows() -> None:
     assert within >= 0.8, sorted(errors.items(), key=lambda kv: -abs(kv[1]))[:8]
 
 
-def scaled(profile: EngineProfile, factor: float) -> EngineProfile:
-    """The same engine on a machine `factor` times slower (every time constant scales)."""
-    s = profile.step
-    step = StepTimeModel(
-        s.base_s * factor,
-        s.per_seq_s * factor,
-        s.per_kv_token_s * factor,
-        s.per_prefill_token_s * factor,
-        s.stall_rate_per_s,
-        s.stall_mean_s * factor,
-    )
-    return with_limits(profile, step=step, request_overhead_s=profile.request_overhead_s * factor)
-
-
 @pytest.mark.vllm
 def test_twin_matches_the_real_cpu_runtime(engine_limits: Engine, tmp_path: Path) -> None:
     engine = engine_limits
     engine.set_limits(cap=engine.ceiling)
     profile = with_limits(load_profile("cpu_tiny_llama"), ceiling=engine.ceiling)
 
-    async def measure(concurrency: int, seconds: float) -> dict[str, float]:
-        level = await closed_loop(
-            engine.base_url,
-            engine.model,
-            concurrency,
-            seconds,
-            PROMPT,
-            OUTPUT,
-            warmup_s=0.5,
-            seed=concurrency,
-        )
+    async def measure(concurrency: int) -> dict[str, float]:
+        level = await best_of(engine.base_url, engine.model, concurrency, 2.5, PROMPT, OUTPUT, repeats=3)
         assert level.errors == 0
         return level.summary()
 
-    comparisons: list[Comparison] = []
-    speeds = []
-    for concurrency in (2, 8, 16):
-        probe = asyncio.run(measure(1, 2.0))  # the machine's speed right now
-        twin_probe = closed_loop_twin(profile, 1, 2.0, PROMPT, OUTPUT)
-        speed = probe["e2e_p50_s"] / twin_probe["e2e_p50_s"]
-        speeds.append(speed)
-        level = asyncio.run(measure(concurrency, 4.0))
-        comparisons += cpu_comparisons(scaled(profile, speed), [level], PROMPT, OUTPUT, 4.0)
-    report = {"speed_factors": speeds, "comparisons": [{**asdict(c), "error": c.error} for c in comparisons]}
+    measured = [asyncio.run(measure(c)) for c in LEVELS]
+    comparisons = cpu_comparisons(profile, measured, PROMPT, OUTPUT, 2.5)
+    report = [{**asdict(c), "error": c.error} for c in comparisons]
     (tmp_path / "cpu_fidelity.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
     for c in comparisons:
-        bound = CPU_TOLERANCE if c.metric != "e2e_p99_s" else 2.5 * CPU_TOLERANCE
-        assert abs(c.error) <= bound, (c, report)
+        assert abs(c.error) <= CPU_TOLERANCE, (c, report)

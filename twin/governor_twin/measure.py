@@ -150,3 +150,22 @@ async def closed_loop(
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return result
+
+
+async def best_of(
+    base_url: str,
+    model: str,
+    concurrency: int,
+    seconds: float,
+    prompt_tokens: int,
+    output_tokens: int,
+    repeats: int = 3,
+    seed: int = 0,
+) -> LevelResult:
+    """The repeat with the highest throughput. Neighbours on shared cores only ever slow a run down, so the
+    best of a few short repeats estimates the engine itself (as `timeit` takes the minimum)."""
+    results = [
+        await closed_loop(base_url, model, concurrency, seconds, prompt_tokens, output_tokens, 0.5, seed + r)
+        for r in range(repeats)
+    ]
+    return max(results, key=lambda level: level.summary()["tokens_per_s"])

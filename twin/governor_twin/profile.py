@@ -78,5 +78,5 @@ def load_profile(name: str) -> EngineProfile:
 
 def with_limits(profile: EngineProfile, **changes: Any) -> EngineProfile:
     values = asdict(profile)
-    values.update(changes)
+    values.update({k: asdict(v) if isinstance(v, StepTimeModel) else v for k, v in changes.items()})
     return EngineProfile.from_json(values)
