@@ -190,3 +190,60 @@ def fidelity_markdown() -> str:
             *_table(comps, CPU_TOLERANCE),
         ]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+FIDELITY_LEVELS = (2, 8, 16)
+
+
+def measure_cpu_fidelity(
+    base_url: str, model: str, ceiling: int, seconds: float = 2.5, repeats: int = 3
+) -> dict[str, Any]:
+    """The real runtime at three concurrencies (best of `repeats`) against the stored CPU profile."""
+    import asyncio
+
+    from governor_twin.calibrate import OUTPUT, PROMPT
+    from governor_twin.measure import best_of
+    from governor_twin.profile import with_limits
+
+    profile = with_limits(load_profile("cpu_tiny_llama"), ceiling=ceiling)
+    levels = [
+        asyncio.run(best_of(base_url, model, c, seconds, PROMPT, OUTPUT, repeats, seed=100 + c)).summary()
+        for c in FIDELITY_LEVELS
+    ]
+    comps = cpu_comparisons(profile, levels, PROMPT, OUTPUT, seconds)
+    return {
+        "how": (
+            f"out of sample: closed loops at concurrency {', '.join(map(str, FIDELITY_LEVELS))} (prompt "
+            f"{PROMPT}, output {OUTPUT} tokens, best of {repeats} × {seconds:g} s), measured after the fit"
+        ),
+        "comparisons": [
+            {"label": c.label, "metric": c.metric, "measured": c.measured, "twin": c.twin} for c in comps
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m governor_twin.fidelity",
+        description="Twin vs a real vLLM CPU runtime; writes data/cpu_fidelity.json",
+    )
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--ceiling", type=int, default=32)
+    args = parser.parse_args(argv)
+    result = measure_cpu_fidelity(args.base_url, args.model, args.ceiling)
+    (Path(__file__).parent / "data" / "cpu_fidelity.json").write_text(json.dumps(result, indent=1) + "\n")
+    for c in result["comparisons"]:
+        comp = Comparison(**c)
+        print(
+            f"{comp.label:16s} {comp.metric:14s} {comp.measured:9.4g} {comp.twin:9.4g} "
+            f"{100 * comp.error:+6.1f} %"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
