@@ -12,8 +12,9 @@ Its defects, and the rule that fixes each one:
  2. int(cap·1.15) never grows a cap below 7 -> every step moves the cap by at least 1.
  3. One noisy tick moves the cap -> a hysteresis band [band_low·SLO, band_high·SLO] holds it, and a
     raise needs `raise_after_ticks` comfortable ticks in a row.
- 4. Nothing bounds a step but the factor -> |step| <= max(1, ceil(cap·max(1-decrease, increase-1))),
-    and <= max_step when set (`step_bound`).
+ 4. A fixed x0.8 is slow for a large miss and nothing else bounds it -> a decrease is proportional to
+    the miss (x SLO/P99) but between x decrease_factor and x strongest_decrease (0.8 and 0.5), so
+    |step| <= max(1, ceil(cap·max(1-strongest, increase-1))), and <= max_step when set (`step_bound`).
  5. A lower cap only bites as running requests finish (vLLM drains, it does not preempt), and the window
     still holds old samples -> after a decrease, `cooldown_s` without a further move.
  6. 256 is a constant -> bounds [min_cap, ceiling]; the ceiling is the engine's startup max_num_seqs,
@@ -68,6 +69,7 @@ class LawConfig(BaseModel):
     gpu_type: str | None = None
     model_class: str | None = None
     decrease_factor: float = Field(default=0.8, gt=0, lt=1)
+    strongest_decrease: float = Field(default=0.5, gt=0, lt=1, description="factor for a P99 far above SLO")
     increase_factor: float = Field(default=1.15, gt=1, le=4)
     band_low: float = Field(default=0.9, gt=0, le=1)
     band_high: float = Field(default=1.1, ge=1)
@@ -102,7 +104,7 @@ class LawConfig(BaseModel):
 
     @property
     def step_limit_fraction(self) -> float:
-        return max(1 - self.decrease_factor, self.increase_factor - 1)
+        return max(1 - min(self.decrease_factor, self.strongest_decrease), self.increase_factor - 1)
 
 
 class LawState(BaseModel):
@@ -174,8 +176,12 @@ def step_bound(cap: int, cfg: LawConfig) -> int:
     return bound if cfg.max_step is None else min(bound, cfg.max_step)
 
 
-def _lower(cap: int, cfg: LawConfig) -> int:
-    return clip(max(cap - step_bound(cap, cfg), min(cap - 1, math.floor(cap * cfg.decrease_factor))), cfg)
+def _lower(cap: int, cfg: LawConfig, p99: float) -> int:
+    """Proportional to the miss (x SLO/P99), between x decrease_factor and x strongest_decrease."""
+    factor = max(
+        min(cfg.decrease_factor, cfg.slo_target_s / p99), min(cfg.strongest_decrease, cfg.decrease_factor)
+    )
+    return clip(max(cap - step_bound(cap, cfg), min(cap - 1, math.floor(cap * factor))), cfg)
 
 
 def _raise(cap: int, limit: int, cfg: LawConfig) -> int:
@@ -275,7 +281,7 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         new, reason, pressure = cap, "at-floor", violating
         detail = f"cap at its floor {floor} and the SLO is still missed"
     elif per_token and (violating or burst):
-        new, reason = _lower(cap, cfg), "slo-violation" if violating else "burst"
+        new, reason = _lower(cap, cfg, smoothed), "slo-violation" if violating else "burst"
         detail = (
             f"P99 {smoothed:.4g}s above {cfg.band_high:g} x SLO"
             if violating

@@ -49,7 +49,7 @@ def test_small_caps_make_progress_both_ways() -> None:
 
 
 def test_cooldown_after_a_decrease_holds_the_cap_while_it_drains() -> None:
-    caps = [d.cap for d in ticks(LawState(cap=64), CFG, 5, p99_s=SLO * 2, running=64, waiting=0)]
+    caps = [d.cap for d in ticks(LawState(cap=64), CFG, 5, p99_s=SLO * 1.2, running=64, waiting=0)]
     assert caps == [51, 51, 40, 40, 32]  # 10 s cooldown at a 5 s tick: one held tick after each decrease
 
 
@@ -62,6 +62,15 @@ def test_low_latency_does_not_creep_the_cap_up_when_it_is_not_binding() -> None:
 def test_raise_stops_at_the_ceiling() -> None:
     ds = ticks(LawState(cap=40), CFG, 20, p99_s=SLO / 4, running=64, waiting=10)
     assert ds[-1].cap == 64 and ds[-1].reason == "at-limit"
+
+
+def test_a_large_miss_takes_a_larger_but_bounded_step() -> None:
+    assert (
+        decide(LawState(cap=64), Observation(now_s=0, p99_s=SLO * 1.6, running=64), CFG).cap == 40
+    )  # x 1/1.6
+    assert (
+        decide(LawState(cap=64), Observation(now_s=0, p99_s=SLO * 9, running=64), CFG).cap == 32
+    )  # x 0.5 at most
 
 
 def test_ewma_absorbs_a_single_spike() -> None:
