@@ -21,7 +21,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from governor_runtime import auth, vllm_compat
-from governor_runtime.limits import Bounds, LimitsError, resolve
+from governor_runtime.limits import Bounds, LimitsError, check_int, resolve
 from governor_runtime.metrics import RuntimeMetrics
 
 logger = logging.getLogger(__name__)
@@ -68,6 +68,8 @@ def parse_change(raw: bytes) -> dict[str, Any]:
         raise LimitsError("invalid", f"unknown field(s) {unknown}; allowed: {list(FIELDS)}")
     if not body:
         raise LimitsError("invalid", f"give at least one of {list(FIELDS)}")
+    for name, value in body.items():
+        check_int(name, value)  # null, strings, floats and booleans are refused, never read as "unchanged"
     return body
 
 
@@ -82,34 +84,43 @@ class Governor:
         self.metrics = metrics
         self.lock = asyncio.Lock()
         self.poller: asyncio.Task[None] | None = None
+        self.known: list[dict[str, Any]] = []
+        """What the engines held at the last answer: their bounds never change, their limits only here."""
 
-    async def limits(self) -> list[dict[str, Any]]:
-        engines: list[dict[str, Any]] = await self.call_all(vllm_compat.GET_METHOD)
+    def _held(self, engines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self.known = engines
         for engine in engines:
             self.metrics.publish_limits(self.model_name, engine)
         return engines
 
-    async def change(self, cap: Any, token_budget: Any) -> list[dict[str, Any]]:
-        """Check the change against every engine's bounds, then apply it to all.
+    async def limits(self) -> list[dict[str, Any]]:
+        return self._held(await self.call_all(vllm_compat.GET_METHOD))
 
-        A :class:`LimitsError` means nothing changed.
+    async def change(self, cap: Any, token_budget: Any) -> list[dict[str, Any]]:
+        """Apply a change to every engine, or to none: :class:`LimitsError` means nothing changed.
+
+        The change is checked here against what the engines last held (so a bad request never reaches
+        them), then each engine checks it again against what it holds now and applies it between two
+        scheduler steps: one round trip. All engines hold the same limits, so they give the same verdict.
         """
         async with self.lock:
-            for engine in await self.limits():
+            for engine in self.known or await self.limits():
                 bounds = Bounds(
                     engine["ceiling"], engine["token_budget_ceiling"], engine["min_token_budget_floor"]
                 )
                 resolve(bounds, engine["cap"], engine["token_budget"], cap, token_budget)
-            engines: list[dict[str, Any]] = await self.call_all(vllm_compat.SET_METHOD, cap, token_budget)
-        for engine in engines:
-            self.metrics.publish_limits(self.model_name, engine)
-        refused = next((engine["error"] for engine in engines if engine.get("error")), None)
-        if refused is not None:
-            raise LimitsError(refused["code"], refused["message"])
+            engines = self._held(await self.call_all(vllm_compat.SET_METHOD, cap, token_budget))
+        refused = [engine["error"] for engine in engines if engine.get("error")]
+        if refused:
+            if len(refused) < len(engines):
+                logger.warning("governor: engines disagree on %s: %s", (cap, token_budget), engines)
+            raise LimitsError(refused[0]["code"], refused[0]["message"])
         return engines
 
     async def refresh_metrics(self) -> None:
-        for engine in await self.call_all(vllm_compat.SNAPSHOT_METHOD):
+        engines: list[dict[str, Any]] = await self.call_all(vllm_compat.SNAPSHOT_METHOD)
+        self.known = engines
+        for engine in engines:
             self.metrics.publish_snapshot(self.model_name, engine)
 
     async def poll_metrics(self, interval_s: float) -> None:

@@ -9,20 +9,37 @@
 - ``engine_limits`` (function): for tests that change the cap or token budget. Yields the engine and puts
   back the limits it had before the test, so every test starts from the same cap.
 
-Mark tests that use them ``@pytest.mark.vllm``.
+Mark tests that use them ``@pytest.mark.vllm``. To iterate on tests without a 1–3 minute start each run,
+point the session at a server already started by ``tests.support.engine.start_runtime`` (or the launcher,
+with ``--served-model-name tiny-llama``): ``GOVERNOR_TEST_ENGINE_URL=http://127.0.0.1:PORT
+GOVERNOR_TEST_ENGINE_TOKEN=...``; its current cap then counts as ``initial_cap``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.support.engine import Engine, start_runtime, write_tiny_llama
+from tests.support.engine import DEFAULT_MODEL_NAME, Engine, start_runtime, write_tiny_llama
+
+
+def _attached(base_url: str, token: str) -> Engine:
+    engine = Engine(
+        base_url, DEFAULT_MODEL_NAME, ceiling=0, initial_cap=0, admin_token=token, log_path=Path()
+    )
+    limits = engine.limits()
+    engine.ceiling, engine.initial_cap = limits["ceiling"], limits["cap"]
+    return engine
 
 
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    if url := os.environ.get("GOVERNOR_TEST_ENGINE_URL"):
+        yield _attached(url, os.environ["GOVERNOR_TEST_ENGINE_TOKEN"])
+        return
     root = tmp_path_factory.mktemp("engine")
     with start_runtime(write_tiny_llama(root / "model"), log_dir=root) as running:
         # The first request compiles the model's step; pay for it here, not in the first test's timings.
