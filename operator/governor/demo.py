@@ -39,7 +39,7 @@ class DemoPlan:
         return sum(p.duration_s for p in self.phases)
 
 
-def default_plan(*, short: bool = False) -> DemoPlan:
+def default_plan(*, short: bool = False, ceiling: int = 64) -> DemoPlan:
     """light → heavy → long-tail → light. `short` is the test's version (seconds, not minutes)."""
     scale = 0.25 if short else 1.0
 
@@ -53,7 +53,7 @@ def default_plan(*, short: bool = False) -> DemoPlan:
             phase("long-tail", 30, 24.0, (256, 768)),
             phase("light again", 20, 3.0, (16, 64)),
         ),
-        ceiling=64,
+        ceiling=ceiling,
         tick_s=1.0 if short else 2.0,
         window_s=4.0 if short else 8.0,
         score_window_s=2.5 if short else 5.0,

@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slo", type=duration, help="TPOT P99 target, e.g. 4ms (default: from a probe)")
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="where demo.png goes")
     parser.add_argument("--port", type=int, help="engine port (default: a free one)")
+    parser.add_argument(
+        "--endpoint",
+        metavar="URL",
+        help="use a running governor runtime instead of starting one (admin token: GOVERNOR_ADMIN_TOKEN)",
+    )
+    parser.add_argument("--model", default="tiny-llama", help="served model name at --endpoint")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--plain", action="store_true", help="log lines instead of the live view")
 
@@ -68,6 +74,9 @@ def _port_free(port: int) -> bool:
 
 @contextlib.contextmanager
 def _engine(args: argparse.Namespace, ceiling: int) -> Iterator[Target]:
+    if args.endpoint:
+        yield Target(args.endpoint.rstrip("/"), args.model, os.environ.get("GOVERNOR_ADMIN_TOKEN", ""))
+        return
     if args.port is not None and not _port_free(args.port):
         raise SystemExit(f"governor demo: port {args.port} is busy; pick another with --port or leave it out")
     if args.twin:
@@ -186,7 +195,12 @@ async def _run_pass(
 
 async def _demo(target: Target, args: argparse.Namespace) -> int:
     console = Console()
-    plan = default_plan(short=args.short)
+    probe_actuator = Actuator()
+    held = await probe_actuator.read(PodTarget("engine", target.base_url, target.token))
+    await probe_actuator.aclose()
+    if held.limits is None:
+        raise SystemExit(f"governor demo: {target.base_url} does not answer the admin route: {held.error}")
+    plan = default_plan(short=args.short, ceiling=held.limits.ceiling)
     if args.slo is None:
         console.print(f"probing light-load latency for {plan.probe.duration_s:.0f} s to pick the SLO …")
         probe = await run_phases(target.base_url, target.model, [plan.probe], seed=args.seed)
@@ -225,6 +239,8 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
 
 def main(args: argparse.Namespace) -> int:
     ceiling = default_plan(short=args.short).ceiling
+    if args.endpoint and args.twin:
+        raise SystemExit("governor demo: --endpoint and --twin exclude each other")
     try:
         with _engine(args, ceiling) as target:
             return asyncio.run(_demo(target, args))

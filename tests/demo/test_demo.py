@@ -1,0 +1,37 @@
+"""The README's main job, shortened: `governor demo --short` against the session's real vLLM engine.
+
+The SLO is set below what the CPU engine can reach (0.5 ms per token), so the law must lower the cap; the
+test reads what the engine holds, not what the demo printed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from governor.cli import main
+
+from tests.support.engine import Engine
+
+
+@pytest.mark.vllm
+def test_short_demo_moves_the_cap_and_leaves_a_picture(
+    engine_limits: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = engine_limits
+    monkeypatch.setenv("GOVERNOR_ADMIN_TOKEN", engine.admin_token)
+    argv = ["demo", "--short", "--plain", "--slo", "0.5ms", "--endpoint", engine.base_url,
+            "--model", engine.model, "--out", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 0
+
+    png = tmp_path / "demo.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    static, governed = summary["caps"]["static"], summary["caps"]["governed"]
+    assert set(static) == {engine.ceiling}, "the static pass must hold the ceiling"
+    assert min(governed) < engine.ceiling, "the governed pass must have lowered the cap inside the engine"
+    assert summary["decisions"], "every cap change is a recorded decision with a reason"
+    assert all(d["reason"] for d in summary["decisions"])
+    for label in ("static", "governed"):
+        whole = summary["scores"][label]["all"]
+        assert whole["requests"] > 0 and whole["failed"] == 0, "no request may fail while the cap moves"
