@@ -100,6 +100,23 @@ def test_limits_route_answers_the_contract(engine: Engine) -> None:
     assert body["engines"][0] == {key: body[key] for key in ENGINE_KEYS - {"engine"}} | {"engine": 0}
 
 
+def test_latency_histograms_have_the_finer_buckets(engine: Engine) -> None:
+    engine.complete(prompt_ids(8), max_tokens=4)
+    text = engine.metrics_text()
+    for histogram, buckets in (
+        (signals.TPOT, signals.PER_TOKEN_BUCKETS),
+        (signals.INTER_TOKEN_LATENCY, signals.PER_TOKEN_BUCKETS),
+        (signals.TTFT, signals.REQUEST_BUCKETS),
+        (signals.E2E_LATENCY, signals.REQUEST_BUCKETS),
+    ):
+        bounds = {
+            float(line.split('le="', 1)[1].split('"', 1)[0])
+            for line in text.splitlines()
+            if line.startswith(histogram + "_bucket{") and f'model_name="{engine.model}"' in line
+        }
+        assert bounds == {*buckets, float("inf")}, histogram
+
+
 def test_gauges_follow_the_cap(engine_limits: Engine) -> None:
     engine = engine_limits
     for cap in (3, 11, 7):
