@@ -86,8 +86,11 @@ def _without_flag(args: Sequence[str], flag: str) -> list[str]:
     return kept
 
 
-def with_buckets(args: Sequence[str], defaults: Mapping[str, Sequence[float]] = DEFAULT_BUCKETS) -> list[str]:
-    """Add the finer buckets for every family the user did not set."""
+def merged_buckets(
+    args: Sequence[str], defaults: Mapping[str, Sequence[float]] = DEFAULT_BUCKETS
+) -> tuple[list[str], str]:
+    """The arguments without ``--custom-histogram-buckets``, and the finer buckets (JSON) for every family
+    the user did not set there."""
     given = _flag_value(args, BUCKETS_FLAG)
     buckets: dict[str, list[float]] = {family: list(bounds) for family, bounds in defaults.items()}
     if given is not None:
@@ -98,13 +101,24 @@ def with_buckets(args: Sequence[str], defaults: Mapping[str, Sequence[float]] = 
         if not isinstance(user, dict):
             raise LaunchError(f"{BUCKETS_FLAG} must be a JSON object of bucket families")
         buckets.update(user)
-    return [*_without_flag(args, BUCKETS_FLAG), BUCKETS_FLAG, json.dumps(buckets, separators=(",", ":"))]
+    return _without_flag(args, BUCKETS_FLAG), json.dumps(buckets, separators=(",", ":"))
+
+
+def with_buckets(args: Sequence[str], defaults: Mapping[str, Sequence[float]] = DEFAULT_BUCKETS) -> list[str]:
+    """``args`` with ``--custom-histogram-buckets`` holding the finer buckets (vLLM >= 0.32)."""
+    kept, buckets_json = merged_buckets(args, defaults)
+    return [*kept, BUCKETS_FLAG, buckets_json]
 
 
 def build_launch(
-    argv: Sequence[str], environ: Mapping[str, str], discovered: Iterable[str] | None = None
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    discovered: Iterable[str] | None = None,
+    version: str | None = None,
 ) -> Launch:
-    """The server command and environment for ``serve`` arguments (pure apart from plugin discovery)."""
+    """The server command and environment for ``serve`` arguments on vLLM ``version`` (the installed one by
+    default). Where vLLM has no ``--max-num-active-seqs`` (0.26–0.31), the startup cap and the buckets travel
+    in the environment to the plugin instead (:func:`vllm_compat.launch_options`)."""
     parser = argparse.ArgumentParser(
         prog="governor-runtime serve",
         allow_abbrev=False,
@@ -125,14 +139,17 @@ def build_launch(
         ceiling = _flag_value(vllm_args, "--max-num-seqs")
         if ceiling is not None and ceiling[1].isdigit() and ours.initial_cap > int(ceiling[1]):
             raise LaunchError(f"--initial-cap {ours.initial_cap} is above --max-num-seqs {ceiling[1]}")
-        vllm_args = [*vllm_args, ACTIVE_SEQS_FLAG, str(ours.initial_cap)]
+    buckets_json = None
     if not ours.vllm_default_buckets:
-        vllm_args = with_buckets(vllm_args)
-    env = dict(environ)
+        vllm_args, buckets_json = merged_buckets(vllm_args)
+    extra_args, extra_env = vllm_compat.launch_options(
+        ours.initial_cap, buckets_json, version if version is not None else installed_vllm_version()
+    )
+    env = {**environ, **extra_env}
     env["VLLM_PLUGINS"] = plugin_allowlist(
         environ.get("VLLM_PLUGINS"), discovered_plugins() if discovered is None else discovered
     )
-    return Launch(argv=[sys.executable, "-m", SERVER_MODULE, *vllm_args], env=env)
+    return Launch(argv=[sys.executable, "-m", SERVER_MODULE, *vllm_args, *extra_args], env=env)
 
 
 def installed_vllm_version() -> str:

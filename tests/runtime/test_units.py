@@ -155,6 +155,15 @@ def test_launch_keeps_the_users_buckets() -> None:
     assert "--custom-histogram-buckets" not in plain
 
 
+def test_launch_on_vllm_without_active_seqs_carries_cap_and_buckets_in_the_environment() -> None:
+    launch = build_launch(["--initial-cap", "4", "--model", "m"], {}, [], version="0.26.0")
+    assert not [arg for arg in launch.argv if arg in ("--max-num-active-seqs", "--custom-histogram-buckets")]
+    assert launch.env[vllm_compat.INITIAL_CAP_ENV] == "4"
+    assert json.loads(launch.env[vllm_compat.BUCKETS_ENV])["inter_token_latency"] == list(
+        signals.PER_TOKEN_BUCKETS
+    )
+
+
 @pytest.mark.parametrize(
     "argv",
     [
