@@ -25,8 +25,8 @@ Its defects, and the rule that fixes each one:
     pays in queueing) -> per-token SLOs (TPOT, inter-token) move the cap; TTFT and e2e SLOs never lower
     it: they raise it while it binds, then ask for replicas.
  9. Lowering the cap while arrivals outrun service starves the queue -> a queue growing by more than
-    `queue_growth_fraction` of the completion rate for `replica_after_ticks` holds the cap and asks for
-    a replica.
+    `queue_growth_fraction` of the completion rate for `queue_growth_ticks` holds the cap, and after
+    `replica_after_ticks` more asks for a replica.
 10. At the floor and still violating, the law has nothing left (windup) -> after `replica_after_ticks`
     such ticks, replica_wish = +1; a cap with headroom and an idle engine for `idle_after_ticks`: -1.
 Seed §4.3 inputs, with caps relative to the ceiling (the seed's 256 -> 64 is 0.25·ceiling):
@@ -84,6 +84,7 @@ class LawConfig(BaseModel):
     queue_growth_fraction: float = Field(default=0.1, gt=0, description="arrivals above completions, share")
     queue_growth_min: float = Field(default=0.2, ge=0, description="req/s of queue growth that always counts")
     replica_after_ticks: int = Field(default=3, ge=1)
+    queue_growth_ticks: int = Field(default=2, ge=1, description="ticks of queue growth that stop decreases")
     idle_after_ticks: int = Field(default=12, ge=1)
     idle_fraction: float = Field(default=0.5, gt=0, lt=1)
     long_tail_fraction: float = Field(default=0.01, ge=0)
@@ -231,7 +232,7 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         and growth > max(cfg.queue_growth_min, cfg.queue_growth_fraction * (rate or 0.0))
     )
     growth_ticks = state.growth_ticks + 1 if growing else 0
-    overloaded = growth_ticks >= cfg.replica_after_ticks
+    overloaded = growth_ticks >= cfg.queue_growth_ticks
 
     # Rules 11, 12: modes.
     mode, mode_until = state.mode, state.mode_until_s

@@ -167,6 +167,7 @@ async def test_at_the_floor_and_still_missing_the_law_asks_the_planner_for_a_rep
             timeout=60,
             what="spec.replicas 1 -> 2",
         )
+    await eventually(lambda: status(c, ns).get("desiredReplicas") == 2, timeout=20, what="desiredReplicas 2")
     st = status(c, ns)
-    assert st["cap"] == 2 == engine.limits()["cap"] and st["desiredReplicas"] == 2
+    assert st["cap"] == 2 == engine.limits()["cap"]
     assert c.condition(ns, NAME, "SLOMet")["status"] == "False"  # type: ignore[index]

@@ -73,9 +73,11 @@ async def test_stale_series_are_unknown_and_error_answers_are_reported() -> None
 
 
 @pytest.mark.prometheus
-async def test_real_prometheus_without_targets_answers_empty(prometheus: PrometheusServer) -> None:
+async def test_real_prometheus_without_the_service_answers_empty(prometheus: PrometheusServer) -> None:
     snapshot = await PromReader(prometheus.url).read(promql.OPERATOR, 10, 2, WANT)
-    assert snapshot.available and snapshot.services == {}
+    assert (
+        snapshot.available and ("nobody", "nothing") not in snapshot.services
+    )  # other tests' series may stay
     for expr in promql.queries(promql.OPERATOR, 10, 2, WANT | {(LatencyKind.E2E, 0.95)}).values():
         prometheus.query(expr)  # every query the loop sends is valid PromQL for a real Prometheus
 
