@@ -41,6 +41,7 @@ from governor_twin.sim import RunResult, run
 
 FIT_CONTEXT_LIMIT = 3072  # the H200 decode-step data stop at 3k context (calibration/README.md)
 GOALS = {"slo_windows": 0.99, "vs_oracle": 0.95, "vs_best_static_mixed": 1.10}
+LAW_VERSION = "unknown"
 OURS, SEED, ORACLE = "ours (governor.law)", "seed law (verbatim)", "oracle (per phase)"
 
 
@@ -269,6 +270,31 @@ def plot_scenario(rep: ScenarioReport, path: Path) -> None:
     plt.close(fig)
 
 
+def law_version() -> str:
+    """Which governor.law the report ran: the last commit that touched it, and whether it was edited since."""
+    import subprocess
+
+    law = Path(__file__).resolve().parents[2] / "operator" / "governor" / "law.py"
+    try:
+        commit = subprocess.run(
+            ["git", "log", "-1", "--format=%h %s", "--", str(law)],
+            capture_output=True,
+            text=True,
+            cwd=law.parent,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", str(law)],
+            capture_output=True,
+            text=True,
+            cwd=law.parent,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"`{commit}`" + (" (with uncommitted edits)" if dirty else "") if commit else "unknown"
+
+
 def write_report(
     reports: list[ScenarioReport], out: Path, fidelity_md: str, elapsed_s: float, command: str
 ) -> Path:
@@ -281,6 +307,8 @@ def write_report(
         "one "
         "vLLM engine, profile `h200_llama8b` fitted to `shared/calibration/`). Hand-written reading of these "
         "numbers: [ANALYSIS.md](ANALYSIS.md).",
+        "",
+        f"The project's law as run: {LAW_VERSION}.",
         "",
         "**Goals** (issue 5): ≥ 99 % SLO windows · goodput ≥ 0.95 × oracle · ≥ 1.10 × best static on the "
         "mixed "
@@ -337,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fidelity", action="store_true", help="skip the H200 fidelity table")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    global LAW_VERSION
+    LAW_VERSION = law_version()
     names = [n for n in args.scenarios.split(",") if n]
     scenarios = [load_scenario(n) for n in names] + [trace_scenario(p, load=args.load) for p in args.trace]
     reports = evaluate(scenarios, seed=args.seed, jobs=args.jobs)

@@ -75,8 +75,9 @@ def score_span(run: RunResult, start: float, end: float) -> Scores:
     moved = np.zeros(run.tick_cap.size, dtype=bool)
     moved[1:] = run.tick_cap[1:] != run.tick_cap[:-1]
     changes = int(np.sum(moved & tick))
-    arrivals = int(arrived.sum())
-    completed = int((arrived & (fin <= end + 30.0)).sum())
+    admissible = arrived & ~run.refused  # rejected requests are counted, not queued
+    arrivals = int(admissible.sum())
+    completed = int((admissible & (fin <= end + 30.0)).sum())
     finished_lat = lat[in_span_done]
     return Scores(
         slo_windows=meets / n_windows,

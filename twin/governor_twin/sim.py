@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from governor_twin.engine import DONE, Engine
+from governor_twin.engine import DONE, REJECTED, Engine
 from governor_twin.observe import Observer
 from governor_twin.policies import Policy
 from governor_twin.profile import EngineProfile, load_profile
@@ -28,6 +28,7 @@ class RunResult:
     prompt: NDArray[np.int64]
     phase: NDArray[np.int64]
     done: NDArray[np.bool_]
+    refused: NDArray[np.bool_]  # rejected like vLLM rejects (prompt + max_tokens > max-model-len)
     rejected: int
     preemptions: int
     # per tick
@@ -93,6 +94,7 @@ def run(
         prompt=engine.prompt[:n].copy(),
         phase=work.phase[np.argsort(work.sent_s, kind="stable")],
         done=engine.state[:n] == DONE,
+        refused=engine.state[:n] == REJECTED,
         rejected=engine.rejected,
         preemptions=engine.preemptions,
         tick_t=np.array(t_list),
