@@ -231,7 +231,13 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         and growth is not None
         and growth > max(cfg.queue_growth_min, cfg.queue_growth_fraction * (rate or 0.0))
     )
-    growth_ticks = state.growth_ticks + 1 if growing else 0
+    # A leaky count, not a streak: one noisy or blind tick must not release a queue that keeps growing.
+    if waiting is None:
+        growth_ticks = state.growth_ticks
+    elif growing:
+        growth_ticks = min(state.growth_ticks + 1, 2 * cfg.queue_growth_ticks)
+    else:
+        growth_ticks = max(0, state.growth_ticks - 1)
     overloaded = growth_ticks >= cfg.queue_growth_ticks
 
     # Rules 11, 12: modes.

@@ -129,7 +129,8 @@ async def test_light_load_with_a_binding_cap_raises_it(
 ) -> None:
     engine = engine_limits
     prom = prometheus_for({KEY: [engine.base_url.removeprefix("http://")]})
-    gov = governor(engine, law(engine, 1.0, initial_cap=2, raise_after_ticks=1), prom.url)
+    # Burst pre-emption off: the clients' start-up ramp is a burst, and this test is about the raise rule.
+    gov = governor(engine, law(engine, 1.0, initial_cap=2, raise_after_ticks=1, burst_ticks=10**6), prom.url)
     async with closed_loop(engine, concurrency=8, max_tokens=64):  # 8 in flight, 2 admitted: a queue
         reports = await run_until(gov, lambda rs: rs[-1].decision.cap >= 4, ticks=25)
     await gov.aclose()
@@ -145,7 +146,7 @@ async def test_overload_asks_for_a_replica_instead_of_starving_the_queue(
     engine = engine_limits
     prom = prometheus_for({KEY: [engine.base_url.removeprefix("http://")]})
     # An SLO no cap can meet, and arrivals far above what the engine serves: only replicas can help.
-    gov = governor(engine, law(engine, 1e-5, initial_cap=engine.ceiling), prom.url)
+    gov = governor(engine, law(engine, 1e-5, initial_cap=16, burst_ticks=10**6), prom.url)
     async with open_loop(engine, rate_rps=80, max_tokens=256):
         reports = await run_until(gov, lambda rs: rs[-1].desired_replicas > 1, ticks=30)
     await gov.aclose()
