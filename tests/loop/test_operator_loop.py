@@ -34,7 +34,13 @@ def spec(engine: Engine, target_ms: float, initial_cap: int) -> dict[str, Any]:
         "resources": {"gpu": {"count": 0}},
         "engine": {"maxNumSeqs": engine.ceiling},
         "slo": {"kind": "tpot", "targetMs": target_ms},
-        "adaptive": {"tickSeconds": 1, "windowSeconds": 4, "cooldownSeconds": 2, "initialCap": initial_cap},
+        "adaptive": {
+            "tickSeconds": 1,
+            "windowSeconds": 4,
+            "cooldownSeconds": 2,
+            "initialCap": initial_cap,
+            "burst": {"enabled": False},
+        },  # the clients' start-up ramp would read as a burst
     }
 
 
