@@ -16,11 +16,13 @@ Its defects, and the rule that fixes each one:
     the miss (x SLO/P99) but between x decrease_factor and x strongest_decrease (0.8 and 0.5), so
     |step| <= max(1, ceil(cap·max(1-strongest, increase-1))), and <= max_step when set (`step_bound`).
  5. A lower cap only bites as running requests finish (vLLM drains, it does not preempt), and the window
-    still holds old samples -> after a decrease, `cooldown_s` without a further move.
+    still holds old samples -> after a decrease, `cooldown_s` without a further move, and until the
+    window has turned over a further decrease needs a P99 worse than band_high x the one acted on
+    (step2x: four x0.8 cuts on one stale 30 ms window took 256 to 104 and built a queue).
  6. 256 is a constant -> bounds [min_cap, ceiling]; the ceiling is the engine's startup max_num_seqs,
     which can never be raised live.
- 7. Low load gives a low P99, and the cap creeps up for ever -> raise only while the cap binds (a queue,
-    or running near the cap). Unknown running/queue counts as "not binding".
+ 7. Low load gives a low P99, and the cap creeps up for ever -> raise only while the cap binds (running
+    near the cap; a queue beside idle slots is not the cap's doing). Unknown running: "not binding".
  8. The cap is the wrong lever for queue-driven latency (DESIGN.md, H200 data: a lower cap buys TPOT and
     pays in queueing) -> per-token SLOs (TPOT, inter-token) move the cap; TTFT and e2e SLOs never lower
     it: they raise it while it binds, then ask for replicas.
@@ -30,12 +32,22 @@ Its defects, and the rule that fixes each one:
 10. At the floor and still violating, the law has nothing left (windup) -> after `replica_after_ticks`
     such ticks, replica_wish = +1; a cap with headroom and an idle engine for `idle_after_ticks`: -1.
 Seed §4.3 inputs, with caps relative to the ceiling (the seed's 256 -> 64 is 0.25·ceiling):
-11. Long-tail mode: prompts above 1.3 x the windowed prompt P95 (the runtime counts them) at a rate of
-    at least `long_tail_fraction` of requests -> cap clipped to long_tail_cap_fraction·ceiling for
-    `long_tail_hold_s`.
+11. Long-tail mode: prompts above 1.3 x the windowed prompt P95 (the runtime counts them). By
+    construction ~5 % of a heavy-tailed stream exceed its P95 and some exceed 1.3·P95 (Azure replay:
+    the mode pinned the cap on 106 of 181 ticks), so only a *shift* counts: a long-prompt share above
+    `long_tail_base` + `long_tail_fraction`, or the prompt P95 above `long_tail_shift` x its slow EWMA
+    -> cap limited to long_tail_cap_fraction·ceiling for `long_tail_hold_s`; the limit is imposed only
+    under per-token pressure (smoothed P99 not below the band), else it just stops raises past it.
 12. Burst pre-emption: the EWMA of the request rate rising by more than `burst_slope` per tick for
-    `burst_ticks` ticks in a row -> one pre-emptive decrease step, and no raise for `burst_hold_s`.
+    `burst_ticks` ticks in a row, from a baseline established for `burst_baseline_ticks` (a rate rising
+    from ~zero, at start-up or after idling, is not a burst: H200 fired 10 s into an 8 req/s phase)
+    -> one pre-emptive decrease step and `burst_hold_s` of additive-only raises. A hedge, not a verdict:
+    while the smoothed P99 is below the band, burst mode neither lowers nor blocks a (cautious) raise.
     Modes and bursts only ever lower the cap for per-token SLOs (rule 8).
+14. Overshoot after recovery (step2x: mean cap 164 vs knee 128; H200: 40 -> 116 in 14 s, P99 23 ms)
+    -> the cap at which the SLO was last missed is remembered (TCP's ssthresh); raises are
+    multiplicative below `cautious_fraction` of it and `cautious_step` above it. The memory rises by
+    `memory_decay` per tick (forgotten when that fraction passes the ceiling): the law explores again.
 13. Initial cap: the GPU profile table (governor.profiles) and the SLO (the largest measured cap whose
     TPOT P99 meets the SLO), else the ceiling (vLLM's own behaviour; the law then walks down).
 No data (Prometheus down, no traffic, NaN, stale) holds the cap: the law never acts on a guess.
@@ -90,10 +102,17 @@ class LawConfig(BaseModel):
     long_tail_fraction: float = Field(default=0.01, ge=0)
     long_tail_cap_fraction: float = Field(default=0.25, gt=0, le=1)
     long_tail_hold_s: float = Field(default=60.0, ge=0)
+    long_tail_base: float = Field(default=0.05, ge=0, description="long-prompt share of stationary traffic")
+    long_tail_shift: float = Field(default=1.3, gt=1, description="prompt P95 / its slow EWMA: a shift")
+    long_tail_alpha: float = Field(default=0.05, gt=0, le=1, description="EWMA weight, slow prompt P95")
     burst_slope: float = Field(default=0.15, gt=0)
     burst_ticks: int = Field(default=3, ge=1)
     burst_min_rate: float = Field(default=0.5, ge=0)
     burst_hold_s: float = Field(default=30.0, ge=0)
+    burst_baseline_ticks: int = Field(default=7, ge=0, description="ticks above burst_min_rate first")
+    cautious_fraction: float = Field(default=0.85, gt=0, le=1, description="of the last violation cap")
+    cautious_step: int = Field(default=2, ge=1, description="additive raise near the last violation cap")
+    memory_decay: float = Field(default=0.003, ge=0, description="per-tick rise of the violation cap")
 
     @model_validator(mode="after")
     def _coherent(self) -> LawConfig:
@@ -123,6 +142,11 @@ class LawState(BaseModel):
     idle_ticks: int = 0
     rate_ewma: float | None = None
     burst_ticks: int = 0
+    baseline_ticks: int = 0
+    prompt_p95_slow: float | None = None
+    violation_cap: float | None = None
+    cut_p99: float | None = None
+    cut_s: float = 0.0
     waiting_prev: float | None = None
     waiting_prev_s: float | None = None
     growth_ticks: int = 0
@@ -185,8 +209,15 @@ def _lower(cap: int, cfg: LawConfig, p99: float) -> int:
     return clip(max(cap - step_bound(cap, cfg), min(cap - 1, math.floor(cap * factor))), cfg)
 
 
-def _raise(cap: int, limit: int, cfg: LawConfig) -> int:
-    return min(limit, min(cap + step_bound(cap, cfg), max(cap + 1, math.floor(cap * cfg.increase_factor))))
+def _raise(cap: int, limit: int, cfg: LawConfig, memory: float | None = None, hedge: bool = False) -> int:
+    """Multiplicative below cautious_fraction x the last violation cap, additive above it or in a burst."""
+    new = min(cap + step_bound(cap, cfg), max(cap + 1, math.floor(cap * cfg.increase_factor)))
+    additive = cap + min(cfg.cautious_step, step_bound(cap, cfg))
+    if hedge or (memory is not None and cap >= cfg.cautious_fraction * memory):
+        new = min(new, additive)
+    elif memory is not None:  # multiplicative up to the threshold, not past it
+        new = min(new, max(additive, math.floor(cfg.cautious_fraction * memory)))
+    return min(limit, new)
 
 
 def initial_state(cfg: LawConfig) -> LawState:
@@ -244,57 +275,87 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
     mode, mode_until = state.mode, state.mode_until_s
     if now >= mode_until:
         mode = "normal"
-    long_rate = _known(obs.long_prompt_rate)
-    if long_rate is not None and long_rate > 0 and long_rate >= cfg.long_tail_fraction * (rate or 0.0):
+    long_rate, prompt_p95 = _known(obs.long_prompt_rate), _known(obs.prompt_p95)
+    slow = state.prompt_p95_slow
+    share_up = (
+        long_rate is not None
+        and rate is not None
+        and rate > 0
+        and long_rate > (cfg.long_tail_base + cfg.long_tail_fraction) * rate
+    )
+    p95_up = prompt_p95 is not None and slow is not None and prompt_p95 > cfg.long_tail_shift * slow
+    if math.isfinite(cfg.long_tail_fraction) and (share_up or p95_up):  # an infinite fraction: mode off
         mode, mode_until = "long-tail", now + cfg.long_tail_hold_s
+    if prompt_p95 is not None:
+        slow = (
+            prompt_p95
+            if slow is None
+            else cfg.long_tail_alpha * prompt_p95 + (1 - cfg.long_tail_alpha) * slow
+        )
     rate_ewma = state.rate_ewma
-    burst_ticks = 0
+    burst_ticks, baseline_ticks = 0, state.baseline_ticks
     if rate is not None:
         rate_ewma = rate if rate_ewma is None else cfg.alpha * rate + (1 - cfg.alpha) * rate_ewma
         prev = state.rate_ewma
-        rising = prev is not None and prev >= cfg.burst_min_rate and rate_ewma > prev * (1 + cfg.burst_slope)
+        rising = (
+            state.baseline_ticks >= cfg.burst_baseline_ticks
+            and prev is not None
+            and prev >= cfg.burst_min_rate
+            and rate_ewma > prev * (1 + cfg.burst_slope)
+        )
         burst_ticks = state.burst_ticks + 1 if rising else 0
+        baseline_ticks = baseline_ticks + 1 if rate_ewma >= cfg.burst_min_rate else 0
     burst = burst_ticks >= cfg.burst_ticks
     if burst:
         burst_ticks = 0  # one pre-emptive step per confirmation
         if mode != "long-tail":
             mode, mode_until = "burst", now + cfg.burst_hold_s
 
-    binding = (running is not None and running >= cfg.binding_fraction * state.cap) or (
-        waiting is not None and waiting >= max(cfg.queue_min, 1.0)
-    )
+    binding = running is not None and running >= cfg.binding_fraction * state.cap
     cooling = now < state.cooldown_until_s
+    stale = (  # rule 5: the window still holds the samples the last decrease acted on
+        state.cut_p99 is not None
+        and now < state.cut_s + cfg.window_s
+        and smoothed is not None
+        and smoothed <= cfg.band_high * state.cut_p99
+    )
     upper = mode_cap(mode, cfg)
     cap = state.cap
     floor = cfg.min_cap
     pressure = False
-    cooldown_until = state.cooldown_until_s
+    cooldown_until, cut_p99, cut_s = state.cooldown_until_s, state.cut_p99, state.cut_s
+    memory = state.violation_cap  # rule 14, rising slowly toward the ceiling, where it is forgotten
+    if memory is not None:  # forgotten once its cautious threshold passes the ceiling
+        memory = memory * (1 + cfg.memory_decay)
+        memory = memory if cfg.cautious_fraction * memory < cfg.ceiling else None
+    hedge = burst and not comfortable  # rule 12: a burst below the band lowers nothing
 
     if clip(cap, cfg) != cap:
         new, reason, detail = clip(cap, cfg), "bounds", f"cap brought into [{cfg.min_cap}, {cfg.ceiling}]"
     elif p99 is None or smoothed is None:
         new, reason, detail = cap, "no-data", "no latency data (no traffic, or metrics unavailable): cap held"
-    elif per_token and cap > upper:
+    elif per_token and cap > upper and not comfortable:
         new, reason, detail = upper, mode, f"{mode} mode caps at {upper} (a fraction of the ceiling)"
     elif per_token and violating and overloaded:
         new, reason, pressure = cap, "queue-overload", True
         detail = (
             "per-token SLO missed but the queue grows: cap held (lower starves the queue), replica wanted"
         )
-    elif per_token and (violating or burst) and cooling:
+    elif per_token and (violating or hedge) and (cooling or stale):
         new, reason, detail = cap, "cooldown", "waiting for the last decrease to drain"
         pressure = violating and cap <= floor
-    elif per_token and (violating or burst) and cap <= floor:
+    elif per_token and (violating or hedge) and cap <= floor:
         new, reason, pressure = cap, "at-floor", violating
         detail = f"cap at its floor {floor} and the SLO is still missed"
-    elif per_token and (violating or burst):
+    elif per_token and (violating or hedge):
+        memory = float(cap) if violating else memory
         new, reason = _lower(cap, cfg, smoothed), "slo-violation" if violating else "burst"
         detail = (
             f"P99 {smoothed:.4g}s above {cfg.band_high:g} x SLO"
             if violating
             else "request rate rising: pre-emptive decrease"
         )
-        cooldown_until = now + cfg.cooldown_s
+        cooldown_until, cut_p99, cut_s = now + cfg.cooldown_s, smoothed, now
     elif not per_token and violating:
         queue = waiting is not None and waiting >= max(cfg.queue_min, 1.0)
         if queue and binding and cap < upper:
@@ -310,13 +371,13 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         new, reason, detail = cap, "cooldown", "waiting for the last decrease to drain"
     elif comfortable and not binding:
         new, reason, detail = cap, "not-binding", "P99 low but the cap is not the bottleneck: no creep"
-    elif comfortable and (cap >= upper or mode == "burst"):
+    elif comfortable and cap >= upper:
         new, reason, detail = cap, "at-limit", f"cap at its {mode}-mode limit"
     elif comfortable and state.comfortable_ticks + 1 < cfg.raise_after_ticks:
         new, reason, detail = cap, "confirming", "P99 low: confirming before a raise"
     elif comfortable:
         new, reason, detail = (
-            _raise(cap, upper, cfg),
+            _raise(cap, upper, cfg, memory, hedge=mode == "burst"),
             "headroom",
             f"P99 {smoothed:.4g}s below band, cap binds",
         )
@@ -346,6 +407,11 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         idle_ticks=idle_ticks,
         rate_ewma=rate_ewma,
         burst_ticks=burst_ticks,
+        baseline_ticks=baseline_ticks,
+        prompt_p95_slow=slow,
+        violation_cap=memory,
+        cut_p99=cut_p99,
+        cut_s=cut_s,
         waiting_prev=waiting if waiting is not None else state.waiting_prev,
         waiting_prev_s=now if waiting is not None else state.waiting_prev_s,
         growth_ticks=growth_ticks,

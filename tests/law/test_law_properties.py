@@ -100,7 +100,7 @@ def test_sustained_per_token_violation_reaches_the_floor_in_bounded_ticks(
     if cfg.max_step is not None:
         steps = math.ceil(cfg.ceiling / cfg.max_step) + steps
     steps = min(steps, cfg.ceiling - cfg.min_cap)
-    ticks_per_step = 1 + math.ceil(cfg.cooldown_s / TICK)
+    ticks_per_step = 1 + math.ceil(max(cfg.cooldown_s, cfg.window_s) / TICK)  # rule 5: fresh window
     warmup = math.ceil(math.log(1 - 1.1 / (excess * 1.0)) / math.log(1 - cfg.alpha)) if cfg.alpha < 1 else 1
     budget = steps * ticks_per_step + warmup + 1
     p99 = excess * cfg.slo_target_s

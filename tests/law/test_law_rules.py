@@ -38,7 +38,7 @@ def test_seed_law_is_kept_verbatim_with_its_defect() -> None:
 
 
 def test_small_caps_make_progress_both_ways() -> None:
-    up = ticks(LawState(cap=3), CFG, 3, p99_s=SLO / 4, running=3, waiting=4)
+    up = ticks(LawState(cap=3), CFG, 3, p99_s=SLO / 4, running=64, waiting=4)  # every slot busy
     assert [d.cap for d in up] == [
         3,
         4,
@@ -49,8 +49,11 @@ def test_small_caps_make_progress_both_ways() -> None:
 
 
 def test_cooldown_after_a_decrease_holds_the_cap_while_it_drains() -> None:
-    caps = [d.cap for d in ticks(LawState(cap=64), CFG, 5, p99_s=SLO * 1.2, running=64, waiting=0)]
-    assert caps == [51, 51, 40, 40, 32]  # 10 s cooldown at a 5 s tick: one held tick after each decrease
+    caps = [d.cap for d in ticks(LawState(cap=64), CFG, 8, p99_s=SLO * 1.2, running=64, waiting=0)]
+    assert caps == [51, 51, 51, 51, 51, 51, 40, 40]  # the same stale miss again: only after a fresh window
+    state = ticks(LawState(cap=64), CFG, 1, p99_s=SLO * 1.2, running=64, waiting=0)[-1].state
+    worse = ticks(state, CFG, 3, start=5.0, p99_s=SLO * 2.0, running=64, waiting=0)
+    assert [d.cap for d in worse] == [51, 28, 28]  # a worse miss cuts again once the 10 s cooldown is over
 
 
 def test_low_latency_does_not_creep_the_cap_up_when_it_is_not_binding() -> None:
@@ -123,15 +126,61 @@ def test_long_tail_mode_caps_relative_to_the_ceiling_then_expires() -> None:
     assert later.mode == "normal"
 
 
+def test_long_tail_needs_a_shift_and_its_cap_binds_only_under_pressure() -> None:
+    base = {"p99_s": SLO, "request_rate": 10.0, "running": 64.0}
+    # 4 % of prompts above 1.3 x P95 is ordinary heavy-tailed traffic: no mode.
+    ds = ticks(LawState(cap=64), CFG, 5, long_prompt_rate=0.4, prompt_p95=2000.0, **base)
+    assert all(d.mode == "normal" and d.cap == 64 for d in ds)
+    # The prompt P95 jumping past 1.3 x its slow EWMA is a shift: the mode enters.
+    shifted = decide(ds[-1].state, Observation(now_s=30, prompt_p95=3000.0, **base), CFG)
+    assert shifted.mode == "long-tail" and shifted.cap == 16
+    # In long-tail mode with a comfortable P99, the mode's cap is not imposed, only raises past it stop.
+    calm = decide(
+        LawState(cap=64, p99_smoothed=SLO / 4, mode="long-tail", mode_until_s=100),
+        Observation(now_s=5, p99_s=SLO / 4, running=64, waiting=3),
+        CFG,
+    )
+    assert calm.cap == 64 and calm.mode == "long-tail"
+
+
 def test_rising_request_rate_pre_empts_with_one_step() -> None:
-    ds = ticks(LawState(cap=40), CFG, 1, p99_s=SLO, request_rate=1.0, running=40)
-    state = ds[-1].state
+    ds = ticks(LawState(cap=40), CFG, 8, p99_s=SLO, request_rate=1.0, running=40)
+    state, start = ds[-1].state, 8 * CFG.tick_s
     caps = []
     for i, rate in enumerate([2.0, 4.0, 8.0]):
-        d = decide(state, Observation(now_s=5 + i * 5, p99_s=SLO, request_rate=rate, running=40), CFG)
+        d = decide(state, Observation(now_s=start + i * 5, p99_s=SLO, request_rate=rate, running=40), CFG)
         caps.append(d.cap)
         state = d.state
     assert caps == [40, 40, 32] and d.reason == "burst" and d.mode == "burst"
+
+
+def test_a_rate_rising_from_zero_is_not_a_burst() -> None:
+    ds = ticks(LawState(cap=40), CFG, 1, p99_s=SLO, request_rate=0.0, running=0)
+    state = ds[-1].state
+    for i, rate in enumerate([1.0, 2.0, 4.0, 8.0, 12.0]):
+        d = decide(state, Observation(now_s=5 + i * 5, p99_s=SLO, request_rate=rate, running=40), CFG)
+        assert d.cap == 40 and d.mode == "normal"
+        state = d.state
+
+
+def test_a_burst_below_the_band_neither_lowers_nor_blocks_a_cautious_raise() -> None:
+    ds = ticks(LawState(cap=40), CFG, 8, p99_s=SLO / 2, request_rate=1.0, running=10, waiting=0)
+    state, start = ds[-1].state, 8 * CFG.tick_s
+    for i, rate in enumerate([2.0, 4.0, 8.0, 16.0, 32.0]):
+        d = decide(state, Observation(now_s=start + i * 5, p99_s=SLO / 2, request_rate=rate, running=64), CFG)
+        assert d.cap >= d.previous_cap
+        assert d.mode != "burst" or d.cap - d.previous_cap <= CFG.cautious_step
+        state = d.state
+    assert state.mode == "burst" and d.direction == "up"
+
+
+def test_raises_turn_additive_near_the_last_violation_cap() -> None:
+    cfg = CFG.model_copy(update={"ceiling": 256})
+    state = ticks(LawState(cap=100), cfg, 1, p99_s=SLO * 1.25, running=100, waiting=0)[-1].state
+    assert state.cap == 80 and state.violation_cap == 100
+    ds = ticks(state, cfg, 12, start=20.0, p99_s=SLO / 4, running=300, waiting=5)
+    assert 85 in [d.cap for d in ds] and ds[-1].cap > 85  # up to 0.85 x 100 at once, then +2 per raise
+    assert all(d.cap - d.previous_cap <= cfg.cautious_step for d in ds if d.previous_cap >= 85)
 
 
 def test_initial_cap_from_the_profile_and_the_slo() -> None:
