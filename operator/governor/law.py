@@ -34,10 +34,12 @@ Its defects, and the rule that fixes each one:
 Seed §4.3 inputs, with caps relative to the ceiling (the seed's 256 -> 64 is 0.25·ceiling):
 11. Long-tail mode: prompts above 1.3 x the windowed prompt P95 (the runtime counts them). By
     construction ~5 % of a heavy-tailed stream exceed its P95 and some exceed 1.3·P95 (Azure replay:
-    the mode pinned the cap on 106 of 181 ticks), so only a *shift* counts: a long-prompt share above
-    `long_tail_base` + `long_tail_fraction`, or the prompt P95 above `long_tail_shift` x its slow EWMA
-    -> cap limited to long_tail_cap_fraction·ceiling for `long_tail_hold_s`; the limit is imposed only
-    under per-token pressure (smoothed P99 not below the band), else it just stops raises past it.
+    the mode pinned the cap on 106 of 181 ticks), so only a *shift* counts, once the traffic is
+    established (rule 12's baseline): a long-prompt share above `long_tail_base` + `long_tail_fraction`
+    and the prompt P95 above `long_tail_shift` x its slow EWMA, two ticks in a row -> cap limited to
+    long_tail_cap_fraction·ceiling for `long_tail_hold_s`, imposed only under per-token pressure
+    (smoothed P99 not below the band); otherwise the limit only stops raises past it. Twin: Azure's
+    stationary stream reaches a 6 % share against the lagged P95, the longtail shift 11-16 %.
 12. Burst pre-emption: the EWMA of the request rate rising by more than `burst_slope` per tick for
     `burst_ticks` ticks in a row, from a baseline established for `burst_baseline_ticks` (a rate rising
     from ~zero, at start-up or after idling, is not a burst: H200 fired 10 s into an 8 req/s phase)
@@ -47,7 +49,8 @@ Seed §4.3 inputs, with caps relative to the ceiling (the seed's 256 -> 64 is 0.
 14. Overshoot after recovery (step2x: mean cap 164 vs knee 128; H200: 40 -> 116 in 14 s, P99 23 ms)
     -> the cap at which the SLO was last missed is remembered (TCP's ssthresh); raises are
     multiplicative below `cautious_fraction` of it and `cautious_step` above it. The memory rises by
-    `memory_decay` per tick (forgotten when that fraction passes the ceiling): the law explores again.
+    `memory_decay` per tick, and is forgotten once passed without a miss (it was set in another regime)
+    or when its cautious fraction passes the ceiling: the law explores again.
 13. Initial cap: the GPU profile table (governor.profiles) and the SLO (the largest measured cap whose
     TPOT P99 meets the SLO), else the ceiling (vLLM's own behaviour; the law then walks down).
 No data (Prometheus down, no traffic, NaN, stale) holds the cap: the law never acts on a guess.
@@ -102,7 +105,7 @@ class LawConfig(BaseModel):
     long_tail_fraction: float = Field(default=0.01, ge=0)
     long_tail_cap_fraction: float = Field(default=0.25, gt=0, le=1)
     long_tail_hold_s: float = Field(default=60.0, ge=0)
-    long_tail_base: float = Field(default=0.05, ge=0, description="long-prompt share of stationary traffic")
+    long_tail_base: float = Field(default=0.08, ge=0, description="long share, stationary traffic")
     long_tail_shift: float = Field(default=1.3, gt=1, description="prompt P95 / its slow EWMA: a shift")
     long_tail_alpha: float = Field(default=0.05, gt=0, le=1, description="EWMA weight, slow prompt P95")
     burst_slope: float = Field(default=0.15, gt=0)
@@ -146,6 +149,7 @@ class LawState(BaseModel):
     prompt_p95_slow: float | None = None
     violation_cap: float | None = None
     cut_p99: float | None = None
+    shift_ticks: int = 0
     cut_s: float = 0.0
     waiting_prev: float | None = None
     waiting_prev_s: float | None = None
@@ -284,21 +288,20 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         and long_rate > (cfg.long_tail_base + cfg.long_tail_fraction) * rate
     )
     p95_up = prompt_p95 is not None and slow is not None and prompt_p95 > cfg.long_tail_shift * slow
-    if math.isfinite(cfg.long_tail_fraction) and (share_up or p95_up):  # an infinite fraction: mode off
+    established = state.baseline_ticks >= cfg.burst_baseline_ticks  # a start-up P95 is no baseline
+    shift_ticks = state.shift_ticks + 1 if established and share_up and p95_up else 0
+    if math.isfinite(cfg.long_tail_fraction) and shift_ticks >= 2:  # inf: mode off
         mode, mode_until = "long-tail", now + cfg.long_tail_hold_s
-    if prompt_p95 is not None:
-        slow = (
-            prompt_p95
-            if slow is None
-            else cfg.long_tail_alpha * prompt_p95 + (1 - cfg.long_tail_alpha) * slow
-        )
+    if prompt_p95 is not None:  # a running mean at first, so that start-up samples do not bias it
+        weight = max(cfg.long_tail_alpha, 1 / (state.ticks + 1))
+        slow = prompt_p95 if slow is None else weight * prompt_p95 + (1 - weight) * slow
     rate_ewma = state.rate_ewma
     burst_ticks, baseline_ticks = 0, state.baseline_ticks
     if rate is not None:
         rate_ewma = rate if rate_ewma is None else cfg.alpha * rate + (1 - cfg.alpha) * rate_ewma
         prev = state.rate_ewma
         rising = (
-            state.baseline_ticks >= cfg.burst_baseline_ticks
+            established
             and prev is not None
             and prev >= cfg.burst_min_rate
             and rate_ewma > prev * (1 + cfg.burst_slope)
@@ -325,9 +328,9 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
     pressure = False
     cooldown_until, cut_p99, cut_s = state.cooldown_until_s, state.cut_p99, state.cut_s
     memory = state.violation_cap  # rule 14, rising slowly toward the ceiling, where it is forgotten
-    if memory is not None:  # forgotten once its cautious threshold passes the ceiling
+    if memory is not None:  # rule 14: rising, forgotten once passed or past the ceiling
         memory = memory * (1 + cfg.memory_decay)
-        memory = memory if cfg.cautious_fraction * memory < cfg.ceiling else None
+        memory = memory if cfg.cautious_fraction * memory < cfg.ceiling and state.cap <= memory else None
     hedge = burst and not comfortable  # rule 12: a burst below the band lowers nothing
 
     if clip(cap, cfg) != cap:
@@ -411,6 +414,7 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         prompt_p95_slow=slow,
         violation_cap=memory,
         cut_p99=cut_p99,
+        shift_ticks=shift_ticks,
         cut_s=cut_s,
         waiting_prev=waiting if waiting is not None else state.waiting_prev,
         waiting_prev_s=now if waiting is not None else state.waiting_prev_s,

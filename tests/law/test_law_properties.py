@@ -135,3 +135,73 @@ def test_noisy_stationary_violation_only_ever_lowers(cfg: LawConfig, noise: list
         )
         assert d.direction in ("down", "hold") if cfg.latency_kind.per_token else d.direction != "down"
         state = d.state
+
+
+@settings(max_examples=200, deadline=None)
+@given(configs(), st.lists(st.floats(0.0, 0.899), min_size=8, max_size=60), st.integers(1, 512))
+def test_burst_mode_never_lowers_while_the_smoothed_p99_is_below_the_band(
+    cfg: LawConfig, levels: list[float], start: int
+) -> None:
+    """Rule 12: a burst pre-emption is a hedge. A fast-rising rate with a comfortable P99 lowers nothing."""
+    cfg = cfg.model_copy(update={"latency_kind": LatencyKind.TPOT})
+    state = LawState(cap=clip(start, cfg))
+    for i, level in enumerate(levels):
+        rate = 1.0 * 1.5**i  # established after a few ticks, then rising 50 % a tick: a burst
+        obs = Observation(
+            now_s=i * TICK, p99_s=level * cfg.slo_target_s, running=1e4, waiting=3, request_rate=rate
+        )
+        d = decide(state, obs, cfg)
+        assert d.state.p99_smoothed is not None and d.state.p99_smoothed < cfg.band_low * cfg.slo_target_s
+        assert d.direction != "down"
+        if d.mode == "burst" and d.direction == "up":
+            assert d.cap - d.previous_cap <= cfg.cautious_step
+        state = d.state
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(1.2, 3.0), st.floats(5.0, 40.0))
+def test_no_long_tail_mode_on_a_stationary_heavy_tailed_prompt_stream(
+    seed: int, shape: float, rps: float
+) -> None:
+    """Rule 11: Pareto prompts, the runtime's signals (a 60 s P95; prompts above 1.3 x the last P95 counted
+    over a 30 s window): exceedances are routine, and must not enter long-tail mode."""
+    import random
+
+    rng = random.Random(seed)
+    cfg = LawConfig(slo_target_s=0.025, ceiling=256)
+    state = LawState(cap=128)
+    per_tick = max(1, round(rps * TICK))
+    history: list[list[float]] = []
+    longs: list[int] = []
+    p95: float | None = None
+    for i in range(120):
+        fresh = [200 * rng.paretovariate(shape) for _ in range(per_tick)]
+        longs.append(0 if p95 is None else sum(p > 1.3 * p95 for p in fresh))
+        history = [*history[-11:], fresh]
+        window = sorted(p for tick in history for p in tick)
+        p95 = window[min(len(window) - 1, int(0.95 * len(window)))]
+        long_rate = sum(longs[-6:]) / (6 * TICK)
+        obs = Observation(
+            now_s=i * TICK,
+            p99_s=0.02,
+            running=128,
+            waiting=2,
+            request_rate=per_tick / TICK,
+            prompt_p95=p95,
+            long_prompt_rate=long_rate,
+        )
+        d = decide(state, obs, cfg)
+        assert d.mode != "long-tail"
+        state = d.state
+
+
+@settings(max_examples=300, deadline=None)
+@given(configs(), observations, st.integers(1, 600), st.floats(1.0, 600.0))
+def test_raises_near_the_remembered_violation_cap_are_additive(
+    cfg: LawConfig, readings: list[tuple[float | None, ...]], start_cap: int, memory: float
+) -> None:
+    """Rule 14: at or above cautious_fraction x the last violation cap, a raise is at most cautious_step."""
+    for d in run(cfg, readings, LawState(cap=clip(start_cap, cfg), violation_cap=memory)):
+        m = d.state.violation_cap
+        if d.reason == "headroom" and m is not None and d.previous_cap >= cfg.cautious_fraction * m:
+            assert d.cap - d.previous_cap <= cfg.cautious_step
