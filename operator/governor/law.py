@@ -46,13 +46,13 @@ Seed §4.3 inputs, with caps relative to the ceiling (the seed's 256 -> 64 is 0.
     -> one pre-emptive decrease step and `burst_hold_s` of additive-only raises. A hedge, not a verdict:
     while the smoothed P99 is below the band, burst mode neither lowers nor blocks a (cautious) raise.
     Modes and bursts only ever lower the cap for per-token SLOs (rule 8).
+13. Initial cap: the GPU profile table (governor.profiles) and the SLO (the largest measured cap whose
+    TPOT P99 meets the SLO), else the ceiling (vLLM's own behaviour; the law then walks down).
 14. Overshoot after recovery (step2x: mean cap 164 vs knee 128; H200: 40 -> 116 in 14 s, P99 23 ms)
     -> the cap at which the SLO was last missed is remembered (TCP's ssthresh); raises are
     multiplicative below `cautious_fraction` of it and `cautious_step` above it. The memory rises by
     `memory_decay` per tick, and is forgotten once passed without a miss (it was set in another regime)
     or when its cautious fraction passes the ceiling: the law explores again.
-13. Initial cap: the GPU profile table (governor.profiles) and the SLO (the largest measured cap whose
-    TPOT P99 meets the SLO), else the ceiling (vLLM's own behaviour; the law then walks down).
 No data (Prometheus down, no traffic, NaN, stale) holds the cap: the law never acts on a guess.
 """
 
