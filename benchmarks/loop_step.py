@@ -21,27 +21,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import random
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import itertools
-
 from governor.actuation import Actuator
 from governor.law import LawConfig
+from governor.localengine import Engine, start_runtime
 from governor.scrape import DirectScraper
 from governor.signals import LatencyKind
 from governor.standalone import Standalone, TickReport
-
-from tests.support.engine import Engine, start_runtime
 
 TPOT = (LatencyKind.TPOT, 0.99)
 KEY = ("bench",)

@@ -26,12 +26,8 @@ import time
 from pathlib import Path
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from governor.localengine import LIMITS_PATH, Engine, prompt_ids, start_runtime
 from governor_runtime.launcher import with_buckets
-
-from tests.support.engine import LIMITS_PATH, Engine, prompt_ids, start_runtime
 
 
 async def closed_loop(
