@@ -192,12 +192,14 @@ async def test_real_engine_with_the_running_limit_branch_and_async_scheduling() 
         async with httpx.AsyncClient(base_url=engine.base_url, timeout=300.0) as client:
 
             async def gauge(name: str) -> float:
+                # vLLM's gauges are "mostrecent" in Prometheus multiprocess mode: one series per engine
+                # (labels engine, model_name; no pid), written only once set (a series never set has
+                # timestamp 0 and is left out). After the warm-up below, a missing series is an error.
                 text = (await client.get("/metrics")).text
                 prefix, label = name + "{", f'model_name="{engine.model}"'
-                for line in text.splitlines():
-                    if line.startswith(prefix) and label in line:
-                        return float(line.rsplit(" ", 1)[1])
-                return 0.0
+                lines = [line for line in text.splitlines() if line.startswith(prefix) and label in line]
+                assert len(lines) == 1, f"{name}: {len(lines)} series in /metrics"
+                return float(lines[0].rsplit(" ", 1)[1])
 
             async def running() -> float:
                 return await gauge("vllm:num_requests_running")
@@ -209,45 +211,62 @@ async def test_real_engine_with_the_running_limit_branch_and_async_scheduling() 
                 assert body["cap"] == cap
                 return body
 
-            async def one(index: int) -> dict[str, Any]:
-                body = engine.completion_body(prompt_ids(24, seed=index), max_tokens=800)
-                response = await client.post("/v1/completions", json=body)
-                assert response.status_code == 200, response.text
-                result: dict[str, Any] = response.json()
-                return result
+            results: list[dict[str, Any]] = []
+            stop = asyncio.Event()
 
-            requests = [asyncio.ensure_future(one(i)) for i in range(100)]
-            for _ in range(600):
-                if await running() >= 16:
-                    break
-                await asyncio.sleep(0.1)
-            assert await running() >= 16
-            await put(4)
-            samples: list[float] = []
-            for _ in range(1200):
-                samples.append(await running())
-                if samples[-1] <= 4:
-                    break
-                await asyncio.sleep(0.05)
-            assert samples[-1] <= 4, samples
-            assert all(b <= a for a, b in itertools.pairwise(samples)), samples  # nothing admitted meanwhile
-            after = []
-            for _ in range(10):
-                after.append(await running())
-                await asyncio.sleep(0.1)
-            assert max(after) <= 4
-            assert await gauge("vllm:num_requests_waiting") > 0  # the cap, not a lack of work, held it
-            await put(16)
-            for _ in range(200):
-                if await running() > 4:
-                    break
-                await asyncio.sleep(0.1)
-            assert await running() > 4
-            rng = random.Random(3)
-            for _ in range(20):
-                await put(rng.randint(1, 32))
-            await put(32)
-            results = await asyncio.gather(*requests)
+            async def worker(index: int) -> None:
+                # A closed loop: the next request as soon as the last is answered, until stop. The tiny
+                # model decodes a fixed load of 100 × 800 tokens in seconds, faster than /metrics is read on
+                # a busy machine; this keeps requests running and waiting until each phase is observed.
+                round_ = 0
+                while not stop.is_set():
+                    body = engine.completion_body(prompt_ids(24, seed=index * 1000 + round_), max_tokens=800)
+                    response = await client.post("/v1/completions", json=body)
+                    assert response.status_code == 200, response.text
+                    results.append(response.json())
+                    round_ += 1
+
+            async def until(predicate: Any, attempts: int, interval_s: float) -> list[float]:
+                seen: list[float] = []
+                for _ in range(attempts):
+                    if load.done():
+                        load.result()  # a failed request fails the test now, not as a timeout
+                    seen.append(await running())
+                    if predicate(seen[-1]):
+                        break
+                    await asyncio.sleep(interval_s)
+                return seen
+
+            # The first request pays for compiling the model's step (over a minute on a busy machine) and
+            # sets the scheduler gauges; before it /metrics has no vllm:num_requests_* series at all.
+            warm = await client.post("/v1/completions", json=engine.completion_body([1, 2, 3, 4], 8))
+            assert warm.status_code == 200, warm.text
+            await running()  # present from now on
+            load = asyncio.gather(*(worker(i) for i in range(100)))
+            try:
+                assert (await until(lambda r: r >= 16, 600, 0.1))[-1] >= 16
+                await put(4)
+                samples = await until(lambda r: r <= 4, 1200, 0.05)
+                assert samples[-1] <= 4, samples
+                assert all(b <= a for a, b in itertools.pairwise(samples)), (
+                    samples
+                )  # nothing admitted meanwhile
+                after = []
+                for _ in range(10):
+                    after.append(await running())
+                    await asyncio.sleep(0.1)
+                assert max(after) <= 4
+                assert await gauge("vllm:num_requests_waiting") > 0  # the cap, not a lack of work, held it
+                await put(16)
+                assert (await until(lambda r: r > 4, 200, 0.1))[-1] > 4
+                rng = random.Random(3)
+                for _ in range(20):
+                    await put(rng.randint(1, 32))
+                await put(32)
+            finally:
+                stop.set()
+            await load
+        assert len(results) >= 100
         assert all(r["usage"]["completion_tokens"] == 800 for r in results)
         log = engine.log_path.read_text(errors="replace")
         assert "AssertionError" not in log

@@ -20,12 +20,16 @@ ENGINE_KEYS = {"engine", "cap", "ceiling", "token_budget", "token_budget_ceiling
 
 
 def gauge(text: str, name: str, model: str) -> float:
-    """A gauge's value, read cheaply (the sampler runs every 0.1 s on a busy 2-core machine)."""
+    """A gauge's value, read cheaply (the sampler runs every 0.15 s on a busy 2-core machine).
+
+    vLLM's gauges are ``mostrecent`` in Prometheus multiprocess mode: one series per engine, no ``pid``
+    label. A missing series is an error, never a silent 0.
+    """
     prefix, label = name + "{", f'model_name="{model}"'
-    for line in text.splitlines():
-        if line.startswith(prefix) and label in line:
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    lines = [line for line in text.splitlines() if line.startswith(prefix) and label in line]
+    values = [float(line.rsplit(" ", 1)[1]) for line in lines]
+    assert len(values) == 1, f"{name} for {model}: {len(values)} series in /metrics"
+    return values[0]
 
 
 @dataclass
@@ -43,6 +47,7 @@ class Sampler:
     engine: Engine
     phase: str = "start"
     samples: list[Sample] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
 
     async def run(self, interval_s: float = 0.15) -> None:
         # Its own connection: a scrape must not queue behind the load's requests in a shared pool.
@@ -54,7 +59,9 @@ class Sampler:
                 self.samples.append(Sample(time.monotonic(), running, waiting, self.phase))
                 await asyncio.sleep(interval_s)
 
-    async def until(self, predicate: Any, timeout_s: float, what: str) -> Sample:
+    async def until(self, predicate: Any, timeout_s: float, what: str, *watched: asyncio.Task[Any]) -> Sample:
+        """The first new sample that satisfies ``predicate``; a failed sampler or ``watched`` task (the
+        load) raises at once instead of leaving the wait to time out on samples of an idle engine."""
         deadline = time.monotonic() + timeout_s
         seen = len(self.samples)
         while time.monotonic() < deadline:
@@ -62,6 +69,9 @@ class Sampler:
                 if predicate(sample):
                     return sample
             seen = len(self.samples)
+            for task in (self.task, *watched):
+                if task is not None and task.done() and not task.cancelled() and task.exception():
+                    raise AssertionError(f"failed while waiting for {what}") from task.exception()
             await asyncio.sleep(0.05)
         raise AssertionError(f"not within {timeout_s}s: {what}; last samples {self.samples[-20:]}")
 
@@ -76,11 +86,22 @@ async def put_limits(client: httpx.AsyncClient, engine: Engine, **change: int) -
     return body
 
 
-async def completions(
-    client: httpx.AsyncClient, engine: Engine, count: int, max_tokens: int, prompt_len: int = 16
+async def closed_loop(
+    client: httpx.AsyncClient, engine: Engine, workers: int, max_tokens: int, stop: asyncio.Event
 ) -> list[httpx.Response]:
-    bodies = [engine.completion_body(prompt_ids(prompt_len, seed), max_tokens) for seed in range(count)]
-    return await asyncio.gather(*(client.post("/v1/completions", json=body) for body in bodies))
+    """``workers`` clients that each post their next request as soon as the last one is answered, until
+    ``stop``: the load stays queued for as long as the test needs to observe it, however fast the engine."""
+    responses: list[httpx.Response] = []
+
+    async def worker(index: int) -> None:
+        round_ = 0
+        while not stop.is_set():
+            body = engine.completion_body(prompt_ids(16, 1000 + index * 100 + round_), max_tokens)
+            responses.append(await client.post("/v1/completions", json=body))
+            round_ += 1
+
+    await asyncio.gather(*(worker(index) for index in range(workers)))
+    return responses
 
 
 def assert_all_complete(responses: list[httpx.Response], max_tokens: int) -> None:
@@ -192,10 +213,12 @@ def test_bad_requests_change_nothing(engine: Engine) -> None:
 
 async def test_cap_drains_holds_and_rises_under_16_long_requests(engine_limits: Engine) -> None:
     """Cap 8 → 2 under 16 long requests: running drains to 2 and stays there while requests wait (no
-    preemption); then, with 16 more waiting at cap 2, raising it to 8 lets more run.
+    preemption); then, with 16 more clients' requests waiting at cap 2, raising it to 8 lets more run.
 
     Every decision waits on /metrics, never on time: on a busy 2-core machine the API server's gauges can
-    lag the engine by seconds, so each phase lasts until its load is done rather than for a set time.
+    lag the engine by seconds, while the tiny model decodes over a thousand steps a second (a fixed load of
+    16 × 950 tokens at cap 2 is over in seconds, and once went unseen). So each load is a closed loop of 16
+    clients that keeps requests waiting until its phase has been observed.
     """
     engine = engine_limits
     max_tokens = 1900  # long: a wave of 8 lasts seconds even on a fast, idle machine
@@ -206,23 +229,31 @@ async def test_cap_drains_holds_and_rises_under_16_long_requests(engine_limits: 
         await put_limits(admin, engine, cap=8)
         preemptions = engine.metric(signals.PREEMPTIONS) or 0.0
         sampler = Sampler(engine)
-        sampling = asyncio.create_task(sampler.run())
+        sampling = sampler.task = asyncio.create_task(sampler.run())
+        first_stop, stop = asyncio.Event(), asyncio.Event()
         try:
-            load = asyncio.create_task(completions(client, engine, 16, max_tokens))
-            await sampler.until(lambda s: s.running == 8 and s.waiting > 0, 60, "8 running at cap 8")
+            load = asyncio.create_task(closed_loop(client, engine, 16, max_tokens, first_stop))
+            await sampler.until(lambda s: s.running == 8 and s.waiting > 0, 60, "8 running at cap 8", load)
             sampler.phase = "lowered"
             assert (await put_limits(admin, engine, cap=2))["cap"] == 2
-            drained = await sampler.until(lambda s: s.running <= 2, 120, "the drain to cap 2")
+            drained = await sampler.until(lambda s: s.running <= 2, 120, "the drain to cap 2", load)
+            await sampler.until(lambda s: s.running == 2 and s.waiting > 0, 60, "held at cap 2", load)
+            first_stop.set()
             first = await load  # cap 2 holds until every request of the first load is done
 
             sampler.phase = "waiting at 2"
-            load = asyncio.create_task(completions(client, engine, 16, max_tokens // 2))
-            await sampler.until(lambda s: s.running == 2 and s.waiting >= 8, 60, "requests waiting at cap 2")
+            looping = asyncio.create_task(closed_loop(client, engine, 16, max_tokens // 2, stop))
+            await sampler.until(
+                lambda s: s.running == 2 and s.waiting >= 8, 120, "requests waiting at cap 2", looping
+            )
             sampler.phase = "raised"
             assert (await put_limits(admin, engine, cap=8))["cap"] == 8
-            await sampler.until(lambda s: s.running > 2, 60, "more than 2 running after raising to 8")
-            second = await load
+            await sampler.until(lambda s: s.running > 2, 60, "more than 2 running after raising", looping)
+            stop.set()
+            second = await looping
         finally:
+            first_stop.set()
+            stop.set()
             sampling.cancel()
 
     held = [s for s in sampler.of("lowered") if s.at >= drained.at] + sampler.of("waiting at 2")
