@@ -145,21 +145,53 @@ async def test_overload_asks_for_a_replica_instead_of_starving_the_queue(
 ) -> None:
     engine = engine_limits
     prom = prometheus_for({KEY: [engine.base_url.removeprefix("http://")]})
-    # An SLO no cap can meet, and arrivals far above what the engine serves: only replicas can help.
-    gov = governor(engine, law(engine, 1e-5, initial_cap=16, burst_ticks=10**6), prom.url)
+    # An SLO no cap can meet, and arrivals far above what the engine serves: only replicas can help. Each
+    # cut is gentle (x0.9, at least one slot) and cuts are 4 s apart, so that from 16 the floor is about
+    # ten cuts (40 s) away, well beyond the ticks the queue's growth takes to be seen: the replica is
+    # asked for because the queue grows (rule 9), not because the cap ran out (rule 10). Modes off: this
+    # is about rule 9, not a mode's cap.
+    cfg = law(
+        engine,
+        1e-5,
+        initial_cap=16,
+        min_cap=2,
+        decrease_factor=0.9,
+        strongest_decrease=0.9,
+        cooldown_s=4.0,
+        queue_growth_ticks=1,  # seen growing on its first growing tick; the leaky count rides out a blind one
+        burst_ticks=10**6,
+        long_tail_fraction=float("inf"),
+    )
+    gov = governor(engine, cfg, prom.url)
     async with open_loop(engine, rate_rps=80, max_tokens=256):
         reports = await run_until(gov, lambda rs: rs[-1].desired_replicas > 1, ticks=30)
     await gov.aclose()
-    reasons = [
-        (r.decision.reason, r.decision.cap, r.reading.waiting, r.reading.queue_growth) for r in reports
+    trail = [
+        (
+            r.decision.reason,
+            r.decision.cap,
+            r.reading.waiting,
+            r.reading.queue_growth,
+            r.decision.replica_wish,
+        )
+        for r in reports
     ]
-    assert reports[-1].desired_replicas == 2, reasons
-    assert "queue-overload" in [r.decision.reason for r in reports], reasons
+    assert reports[-1].desired_replicas == 2, trail
+    reasons = [r.decision.reason for r in reports]
+    assert "queue-overload" in reasons and "at-floor" not in reasons, trail
+    first = reasons.index("queue-overload")
+    # The law saw the queue growing when it stopped: a queue, and growth above rule 9's threshold.
+    seen = reports[first].reading
+    assert seen.waiting is not None and seen.waiting >= 1, trail
+    assert seen.queue_growth is not None and seen.queue_growth > cfg.queue_growth_min, trail
     # Once the queue is seen growing, the cap stops going down: what is left is a replica's job.
-    first = next(i for i, r in enumerate(reports) if r.decision.reason == "queue-overload")
-    assert all(r.decision.direction != "down" for r in reports[first:] if r.decision.reason != "at-floor"), (
-        reasons
-    )
+    after = reports[first:]
+    assert all(r.decision.direction != "down" for r in after), trail
+    assert all(r.decision.cap > cfg.min_cap for r in reports), trail  # the floor had no part in it
+    # The replica is wished for on the queue-overload ticks, and the engine holds the cap that was kept.
+    assert [r.decision.replica_wish for r in reports].index(1) >= first, trail
+    assert reports[-1].decision.reason == "queue-overload", trail
+    assert engine.limits()["cap"] == reports[-1].decision.cap == reports[first].decision.cap, trail
 
 
 async def test_prometheus_stopped_holds_the_cap_and_recovers(
