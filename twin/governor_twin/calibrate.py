@@ -19,7 +19,7 @@ import asyncio
 import json
 import platform
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,26 +71,77 @@ def fit(
     rhs.append(float(intercept))
     (overhead, base, per_seq), *_ = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)
     base, per_seq = max(float(base), 1e-5), max(float(per_seq), 0.0)
+    return _with_stalls(
+        StepTimeModel(base, per_seq, 0.0, per_prefill),
+        float(overhead),
+        measured["decode"],
+        measured["seconds"],
+        ceiling,
+        token_budget,
+        max_model_len,
+        kv_tokens,
+        measured,
+    )
+
+
+def _with_stalls(
+    step: StepTimeModel,
+    overhead: float,
+    decode: list[dict[str, float]],
+    seconds: float,
+    ceiling: int,
+    token_budget: int,
+    max_model_len: int,
+    kv_tokens: int,
+    measured: dict[str, Any],
+    skip: str | None = "e2e_p50_s",
+) -> EngineProfile:
     # Stalls (CPU contention) make the tail, and the tail sets the mean, hence the closed-loop throughput:
-    # grid over their rate and length, matched on P99s and throughputs (the medians were fitted above).
+    # grid over their rate and length, matched on P99s and throughputs (the medians were fitted already).
     best: tuple[float, float, float] = (float("inf"), 0.0, 0.0)
     for rate, mean in [(0.0, 0.0), *((r, m) for r in STALL_RATES for m in STALL_MEANS)]:
         trial = _profile(
-            StepTimeModel(base, per_seq, 0.0, per_prefill, rate, mean),
-            float(overhead),
+            replace(step, stall_rate_per_s=rate, stall_mean_s=mean),
+            overhead,
             ceiling,
             token_budget,
             max_model_len,
             kv_tokens,
             {},
         )
-        comps = cpu_comparisons(trial, measured["decode"], PROMPT, OUTPUT, measured["seconds"])
-        loss = sum(float(np.log1p(c.error)) ** 2 for c in comps if c.metric != "e2e_p50_s" and c.error > -1)
+        comps = cpu_comparisons(trial, decode, PROMPT, OUTPUT, seconds)
+        loss = sum(float(np.log1p(c.error)) ** 2 for c in comps if c.metric != skip and c.error > -1)
         if loss < best[0]:
             best = (loss, rate, mean)
     _, rate, mean = best
-    step = StepTimeModel(base, per_seq, 0.0, per_prefill, rate, mean)
-    return _profile(step, float(overhead), ceiling, token_budget, max_model_len, kv_tokens, measured)
+    step = replace(step, stall_rate_per_s=rate, stall_mean_s=mean)
+    return _profile(step, overhead, ceiling, token_budget, max_model_len, kv_tokens, measured)
+
+
+def refit_speed(profile: EngineProfile, decode: list[dict[str, float]], seconds: float) -> EngineProfile:
+    """The profile's machine-speed terms re-fitted on closed-loop levels measured on the machine at hand
+    (prompt PROMPT, output OUTPUT, as `measure` takes them): overhead, base and per-sequence step time by
+    least squares on the levels' median e2e, then the stalls as `fit` finds them. The model's shape (per
+    prompt-token cost, limits, KV) is kept: the twin is a model of this engine on this machine."""
+    per_prefill = profile.step.per_prefill_token_s
+    # relative least squares (each row divided by its median): the small levels count as much as the large
+    weight = np.array([1.0 / level["e2e_p50_s"] for level in decode])
+    rows = np.array([[1.0, OUTPUT, OUTPUT * level["concurrency"]] for level in decode]) * weight[:, None]
+    rhs = np.array([level["e2e_p50_s"] - per_prefill * PROMPT for level in decode]) * weight
+    (overhead, base, per_seq), *_ = np.linalg.lstsq(rows, rhs, rcond=None)
+    step = replace(profile.step, base_s=max(float(base), 1e-5), per_seq_s=max(float(per_seq), 0.0))
+    return _with_stalls(
+        step,
+        max(float(overhead), 0.0),
+        decode,
+        seconds,
+        profile.ceiling,
+        profile.token_budget,
+        profile.max_model_len,
+        profile.kv_tokens,
+        {"decode": decode, "seconds": seconds, "refit_of": profile.provenance.get("measured_at")},
+        skip=None,  # stalls lengthen the medians too: matched on all three metrics here
+    )
 
 
 STALL_RATES = (1.0, 2.0, 5.0, 10.0, 20.0)
