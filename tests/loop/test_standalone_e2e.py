@@ -184,14 +184,21 @@ async def test_overload_asks_for_a_replica_instead_of_starving_the_queue(
     seen = reports[first].reading
     assert seen.waiting is not None and seen.waiting >= 1, trail
     assert seen.queue_growth is not None and seen.queue_growth > cfg.queue_growth_min, trail
-    # Once the queue is seen growing, the cap stops going down: what is left is a replica's job.
+
+    # Once the queue is seen growing, the cap stops going down: what is left is a replica's job. A cut after
+    # that is only allowed on a tick whose reading shows the queue not growing (rule 9's own test).
+    def growing(r: TickReport) -> bool:
+        waiting, growth, rate = r.reading.waiting, r.reading.queue_growth, r.reading.request_rate or 0.0
+        threshold = max(cfg.queue_growth_min, cfg.queue_growth_fraction * rate)
+        return waiting is not None and waiting >= 1 and growth is not None and growth > threshold
+
     after = reports[first:]
-    assert all(r.decision.direction != "down" for r in after), trail
+    assert not any(r.decision.direction == "down" and growing(r) for r in after), trail
     assert all(r.decision.cap > cfg.min_cap for r in reports), trail  # the floor had no part in it
     # The replica is wished for on the queue-overload ticks, and the engine holds the cap that was kept.
     assert [r.decision.replica_wish for r in reports].index(1) >= first, trail
     assert reports[-1].decision.reason == "queue-overload", trail
-    assert engine.limits()["cap"] == reports[-1].decision.cap == reports[first].decision.cap, trail
+    assert engine.limits()["cap"] == reports[-1].decision.cap, trail
 
 
 async def test_prometheus_stopped_holds_the_cap_and_recovers(
