@@ -189,7 +189,17 @@ async def test_real_engine_with_the_running_limit_branch_and_async_scheduling() 
         env={vllm_compat.COMPAT_MODE_ENV: "running-limit"},
     ) as engine:
         headers = engine.admin_headers
-        async with httpx.AsyncClient(base_url=engine.base_url, timeout=300.0) as client:
+        # The load has its own client: the 100 workers' long requests hold every pooled connection, and a
+        # /metrics read or a PUT must not queue behind them. No keep-alive for the load: a connection left
+        # idle near uvicorn's 5 s keep-alive timeout and then reused fails with ReadError.
+        async with (
+            httpx.AsyncClient(base_url=engine.base_url, timeout=300.0) as client,
+            httpx.AsyncClient(
+                base_url=engine.base_url,
+                timeout=300.0,
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=0),
+            ) as load_client,
+        ):
 
             async def gauge(name: str) -> float:
                 # vLLM's gauges are "mostrecent" in Prometheus multiprocess mode: one series per engine
@@ -221,7 +231,7 @@ async def test_real_engine_with_the_running_limit_branch_and_async_scheduling() 
                 round_ = 0
                 while not stop.is_set():
                     body = engine.completion_body(prompt_ids(24, seed=index * 1000 + round_), max_tokens=800)
-                    response = await client.post("/v1/completions", json=body)
+                    response = await load_client.post("/v1/completions", json=body)
                     assert response.status_code == 200, response.text
                     results.append(response.json())
                     round_ += 1

@@ -223,7 +223,11 @@ async def test_cap_drains_holds_and_rises_under_16_long_requests(engine_limits: 
     engine = engine_limits
     max_tokens = 1900  # long: a wave of 8 lasts seconds even on a fast, idle machine
     async with (
-        httpx.AsyncClient(base_url=engine.base_url, timeout=300) as client,
+        # No keep-alive for the load: a worker that finished early idles past uvicorn's 5 s keep-alive
+        # timeout, and reusing its connection then races the server's close (ReadError).
+        httpx.AsyncClient(
+            base_url=engine.base_url, timeout=300, limits=httpx.Limits(max_keepalive_connections=0)
+        ) as client,
         httpx.AsyncClient(base_url=engine.base_url, timeout=60) as admin,
     ):
         await put_limits(admin, engine, cap=8)
