@@ -22,7 +22,8 @@ Its defects, and the rule that fixes each one:
  6. 256 is a constant -> bounds [min_cap, ceiling]; the ceiling is the engine's startup max_num_seqs,
     which can never be raised live.
  7. Low load gives a low P99, and the cap creeps up for ever -> raise only while the cap binds (running
-    near the cap; a queue beside idle slots is not the cap's doing). Unknown running: "not binding".
+    near the cap, or a queue while most slots are busy; a queue beside idle slots is not the cap's doing).
+    Unknown running: "not binding".
  8. The cap is the wrong lever for queue-driven latency (DESIGN.md, H200 data: a lower cap buys TPOT and
     pays in queueing) -> per-token SLOs (TPOT, inter-token) move the cap; TTFT and e2e SLOs never lower
     it: they raise it while it binds, then ask for replicas.
@@ -314,7 +315,12 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         if mode != "long-tail":
             mode, mode_until = "burst", now + cfg.burst_hold_s
 
-    binding = running is not None and running >= cfg.binding_fraction * state.cap
+    # Busy slots bind; so does a queue while most slots are busy (a closed loop's gaps between requests keep
+    # the mean running just under the cap). A queue beside mostly idle slots is not the cap's doing.
+    binding = running is not None and (
+        running >= cfg.binding_fraction * state.cap
+        or (waiting is not None and waiting >= max(cfg.queue_min, 1.0) and running >= 0.5 * state.cap)
+    )
     cooling = now < state.cooldown_until_s
     stale = (  # rule 5: the window still holds the samples the last decrease acted on
         state.cut_p99 is not None

@@ -163,7 +163,9 @@ async def test_overload_asks_for_a_replica_instead_of_starving_the_queue(
         long_tail_fraction=float("inf"),
     )
     gov = governor(engine, cfg, prom.url)
-    async with open_loop(engine, rate_rps=80, max_tokens=256):
+    # Long outputs keep the engine's capacity far below the arrivals (cap 16: about 8 req/s on an idle
+    # machine) at a rate the test's own client can really send on two shared cores.
+    async with open_loop(engine, rate_rps=30, max_tokens=1024):
         reports = await run_until(gov, lambda rs: rs[-1].desired_replicas > 1, ticks=30)
     await gov.aclose()
     trail = [
