@@ -91,7 +91,8 @@ async def test_a_saturated_engine_gets_a_replica_through_prometheus_and_alertman
     c = governor_cluster
     ns = c.namespace()
     await c.apply_isvc(ns, "chat", SPEC)
-    await eventually(lambda: c.get(DEPLOYMENTS, ns, "chat"), what="the Deployment")
+    # Kopf shares 2 cores with vLLM, Prometheus and Alertmanager here: give the first reconcile time.
+    await eventually(lambda: c.get(DEPLOYMENTS, ns, "chat"), timeout=60, what="the Deployment")
     await c.patch(DEPLOYMENTS, ns, "chat", {"status": {"replicas": 1, "readyReplicas": 1,
                                                        "availableReplicas": 1}}, subresource="status")
     await eventually(lambda: (c.must(ISVC, ns, "chat").get("status") or {}).get("readyReplicas") == 1,
