@@ -9,6 +9,12 @@ The model is a tiny Llama config (2 layers, hidden 128) with dummy weights and n
 token ids. The server runs vLLM's OpenAI module through ``python -m governor_runtime serve`` (the launcher
 under test) or, with ``governed=False``, plain vLLM with the governor plugins kept out (``VLLM_PLUGINS``).
 Processes are started in their own session and stopped as a group (API server, EngineCore, worker).
+
+On a machine with two or more cores the EngineCore and its worker are pinned, every thread, to one core
+(the last, ``engine_cpu``) once the server is up; the API server and the clients keep the others. Left to
+roam, the two processes that hand every step to each other through vLLM's shared-memory queue make the
+engine bistable: measured here at 24 closed-loop clients, 576-6144 tokens/s unpinned against
+12 200-13 300 pinned (2 cores, nothing else running).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 LIMITS_PATH = "/governor/v1/limits"
@@ -57,8 +64,8 @@ TINY_LLAMA = {
     "hidden_act": "silu",
 }
 
-# Two cores shared by everything: one compute thread, and let the OS place it (vLLM's auto-binding pins
-# every server on the machine to the same core).
+# One compute thread, placed by us (`pin_engine`), not by vLLM's auto-binding (which binds the worker
+# alone, and every server on the machine to the same core).
 CPU_ENV = {"OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 
 
@@ -67,6 +74,24 @@ def write_tiny_llama(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(TINY_LLAMA, indent=1))
     return directory
+
+
+def default_engine_cpu() -> int | None:
+    """The core the engine gets to itself: the last one this process may use, if there are two or more."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[-1] if len(cpus) >= 2 else None
+
+
+def pin_engine(server_pid: int, cpu: int) -> int:
+    """Pin every thread of the server's child processes (EngineCore, worker) to ``cpu``; the number pinned.
+    Threads started later inherit the affinity of the thread that starts them."""
+    pinned = 0
+    for child in psutil.Process(server_pid).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+            for thread in child.threads():
+                os.sched_setaffinity(thread.id, {cpu})
+                pinned += 1
+    return pinned
 
 
 def free_port() -> int:
@@ -235,11 +260,13 @@ def start_runtime(
     log_dir: Path | None = None,
     startup_timeout_s: float = STARTUP_TIMEOUT_S,
     port: int | None = None,
+    engine_cpu: int | None = default_engine_cpu(),
 ) -> Iterator[Engine]:
     """Start a server, wait until /health answers, yield an :class:`Engine`, and always stop it.
 
     ``multiprocess_metrics`` runs vLLM's Prometheus client in multiprocess mode (a fresh
-    ``PROMETHEUS_MULTIPROC_DIR``), the mode vLLM uses with several API servers.
+    ``PROMETHEUS_MULTIPROC_DIR``), the mode vLLM uses with several API servers. ``engine_cpu`` is the
+    core the EngineCore and its worker are pinned to (None: not pinned).
     """
     with contextlib.ExitStack() as cleanup:
         scratch = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="governor-engine-")))
@@ -275,4 +302,6 @@ def start_runtime(
             process=process,
         )
         _wait_ready(engine, process, startup_timeout_s)
+        if engine_cpu is not None:
+            pin_engine(process.pid, engine_cpu)
         yield engine

@@ -4,12 +4,11 @@ The CPU check (issue 5: throughput and P50/P99 latency at three concurrencies wi
 model of *this* engine on *this* machine, so the test first re-fits the stored CPU profile's machine-speed
 terms (overhead, step base and per-sequence cost, stalls) on closed loops at concurrencies 1, 4, 12 and 24
 measured in the session, then compares the twin's predictions at 2, 8 and 16 (never fitted on) against a
-separate, held-out measurement of the same engine. All seven levels are measured in four interleaved rounds
-(a slow spell of the shared cores falls on fitted and held-out levels alike), each keeping its fastest run;
-every metric must be within ±20 %, or within three times the real engine's own disagreement between its
-even and odd rounds where that is larger: on two cores shared with the test's own load generator and the
-API server, the engine does not reproduce itself to ±20 % (seen: 26 % on P50 at concurrency 2, 170 % on
-throughput at 16), and a twin cannot be judged more precisely than the engine agrees with itself.
+separate, held-out measurement of the same engine: every metric within ±20 %. All seven levels are measured
+in four interleaved rounds, each level keeping its fastest run; the real engine's own disagreement between
+its even and odd rounds is printed next to each error. That the engine reproduces itself at all is owed to
+`localengine.pin_engine` (EngineCore and worker on one core): unpinned, its throughput at 8-24 clients
+swung 5-10x between runs and no twin could be judged to ±20 %.
 Every error is printed (-s) and written to the test's temp dir.
 """
 
@@ -34,7 +33,6 @@ FIT_LEVELS = (1, 4, 12, 24)
 LEVELS = (2, 8, 16)  # held out
 SECONDS = 2.0
 ROUNDS = 4
-NOISE_FACTOR = 3.0  # a tail cannot be judged closer than a few times the real engine's own disagreement
 
 
 def test_twin_reproduces_the_h200_serving_rows() -> None:
@@ -80,15 +78,8 @@ def test_twin_matches_the_real_cpu_runtime(engine_limits: Engine, tmp_path: Path
         first, second = fastest(runs[concurrency][0::2]), fastest(runs[concurrency][1::2])
         for comparison in cpu_comparisons(profile, [fastest(runs[concurrency])], PROMPT, OUTPUT, SECONDS):
             a, b = first[comparison.metric], second[comparison.metric]
-            repeatability = abs(a - b) / min(a, b)
-            tolerance = max(CPU_TOLERANCE, NOISE_FACTOR * repeatability)
             report.append(
-                {
-                    **asdict(comparison),
-                    "error": comparison.error,
-                    "real_vs_real": repeatability,
-                    "tolerance": tolerance,
-                }
+                {**asdict(comparison), "error": comparison.error, "real_vs_real": abs(a - b) / min(a, b)}
             )
     fit = {"step": asdict(profile.step), "request_overhead_s": profile.request_overhead_s}
     (tmp_path / "cpu_fidelity.json").write_text(json.dumps({"fit": fit, "held_out": report}, indent=1))
@@ -96,11 +87,10 @@ def test_twin_matches_the_real_cpu_runtime(engine_limits: Engine, tmp_path: Path
     for row in report:
         print(
             f"{row['label']:16s} {row['metric']:13s} real {row['measured']:8.4g} twin {row['twin']:8.4g} "
-            f"error {100 * row['error']:+6.1f} % (real vs real {100 * row['real_vs_real']:5.1f} %, "
-            f"tolerance ±{100 * row['tolerance']:.0f} %)"
+            f"error {100 * row['error']:+6.1f} % (real vs real {100 * row['real_vs_real']:5.1f} %)"
         )
     for row in report:
-        assert abs(row["error"]) <= row["tolerance"], (row, report)
+        assert abs(row["error"]) <= CPU_TOLERANCE, (row, report)
     # the lever has the same direction in both: more concurrency, longer requests
     p50 = {(row["label"], row["metric"]): (row["measured"], row["twin"]) for row in report}
     low, high = p50[("concurrency 2", "e2e_p50_s")], p50[("concurrency 16", "e2e_p50_s")]
