@@ -36,7 +36,9 @@ Seed §4.3 inputs, with caps relative to the ceiling (the seed's 256 -> 64 is 0.
 11. Long-tail mode: prompts above 1.3 x the windowed prompt P95 (the runtime counts them). By
     construction ~5 % of a heavy-tailed stream exceed its P95 and some exceed 1.3·P95 (Azure replay:
     the mode pinned the cap on 106 of 181 ticks), so only a *shift* counts, once the traffic is
-    established (rule 12's baseline): a long-prompt share above `long_tail_base` + `long_tail_fraction`
+    established (rule 12's baseline) and the slow P95 has `long_tail_baseline_s` of history (it follows
+    the reported P95 for the first half, while the runtime's 60 s window fills and a heavy tail's P95 is
+    still low, then averages): a long-prompt share above `long_tail_base` + `long_tail_fraction`
     and the prompt P95 above `long_tail_shift` x its slow EWMA, two ticks in a row -> cap limited to
     long_tail_cap_fraction·ceiling for `long_tail_hold_s`, imposed only under per-token pressure
     (smoothed P99 not below the band); otherwise the limit only stops raises past it. Twin: Azure's
@@ -109,6 +111,9 @@ class LawConfig(BaseModel):
     long_tail_base: float = Field(default=0.08, ge=0, description="long share, stationary traffic")
     long_tail_shift: float = Field(default=1.3, gt=1, description="prompt P95 / its slow EWMA: a shift")
     long_tail_alpha: float = Field(default=0.05, gt=0, le=1, description="EWMA weight, slow prompt P95")
+    long_tail_baseline_s: float = Field(
+        default=120.0, ge=0, description="prompt P95 history first: the runtime's 60 s window filled, twice"
+    )
     burst_slope: float = Field(default=0.15, gt=0)
     burst_ticks: int = Field(default=3, ge=1)
     burst_min_rate: float = Field(default=0.5, ge=0)
@@ -289,12 +294,15 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         and long_rate > (cfg.long_tail_base + cfg.long_tail_fraction) * rate
     )
     p95_up = prompt_p95 is not None and slow is not None and prompt_p95 > cfg.long_tail_shift * slow
-    established = state.baseline_ticks >= cfg.burst_baseline_ticks  # a start-up P95 is no baseline
-    shift_ticks = state.shift_ticks + 1 if established and share_up and p95_up else 0
+    established = state.baseline_ticks >= cfg.burst_baseline_ticks
+    fill_ticks = math.ceil(cfg.long_tail_baseline_s / 2 / cfg.tick_s)
+    p95_known = state.ticks >= 2 * fill_ticks  # a start-up P95 is no baseline
+    shift_ticks = state.shift_ticks + 1 if established and p95_known and share_up and p95_up else 0
     if math.isfinite(cfg.long_tail_fraction) and shift_ticks >= 2:  # inf: mode off
         mode, mode_until = "long-tail", now + cfg.long_tail_hold_s
-    if prompt_p95 is not None:  # a running mean at first, so that start-up samples do not bias it
-        weight = max(cfg.long_tail_alpha, 1 / (state.ticks + 1))
+    if prompt_p95 is not None:  # follows while the window fills, then a running mean, then an EWMA
+        since = state.ticks - fill_ticks
+        weight = 1.0 if since < 0 else max(cfg.long_tail_alpha, 1 / (since + 1))
         slow = prompt_p95 if slow is None else weight * prompt_p95 + (1 - weight) * slow
     rate_ewma = state.rate_ewma
     burst_ticks, baseline_ticks = 0, state.baseline_ticks

@@ -121,7 +121,7 @@ def test_no_data_holds_the_cap_and_keeps_the_smoothed_value() -> None:
     assert d.cap == 20 and d.reason == "no-data" and d.state.p99_smoothed == state.p99_smoothed
 
 
-def _steady_prompts(state: LawState, n: int = 8) -> LawState:
+def _steady_prompts(state: LawState, n: int = 26) -> LawState:
     """Established traffic: 10 req/s, prompt P95 1000, 3 % of prompts above 1.3 x P95 (heavy tail)."""
     reading = {"request_rate": 10.0, "prompt_p95": 1000.0, "long_prompt_rate": 0.3, "running": 64.0}
     return ticks(state, CFG, n, p99_s=SLO / 4, waiting=0.0, **reading)[-1].state
@@ -130,12 +130,12 @@ def _steady_prompts(state: LawState, n: int = 8) -> LawState:
 def test_long_tail_mode_caps_relative_to_the_ceiling_then_expires() -> None:
     state = _steady_prompts(LawState(cap=64))
     assert state.mode == "normal" and state.cap == 64
-    shift = Observation(now_s=40, p99_s=2 * SLO, request_rate=10, prompt_p95=2000.0, long_prompt_rate=2.0)
+    shift = Observation(now_s=140, p99_s=2 * SLO, request_rate=10, prompt_p95=2000.0, long_prompt_rate=2.0)
     d = decide(state, shift, CFG)
     assert d.mode == "normal"  # one tick of a shift may be noise
-    d = decide(d.state, replace(shift, now_s=45), CFG)
+    d = decide(d.state, replace(shift, now_s=145), CFG)
     assert d.cap == 16 and d.mode == "long-tail"  # 0.25 x ceiling, as the seed's 256 -> 64
-    later = decide(d.state, Observation(now_s=106, p99_s=SLO / 4, running=16, waiting=5), CFG)
+    later = decide(d.state, Observation(now_s=206, p99_s=SLO / 4, running=16, waiting=5), CFG)
     assert later.mode == "normal"
 
 
@@ -147,7 +147,7 @@ def test_long_tail_needs_a_shift_and_its_cap_binds_only_under_pressure() -> None
     state = _steady_prompts(LawState(cap=64))
     # A share within the heavy tail's routine (7 %), or a P95 jump alone, or a share alone: no mode.
     for p95, long_rate in ((1200.0, 0.7), (2000.0, 0.5), (1000.0, 2.0)):
-        d = decide(state, Observation(now_s=40, prompt_p95=p95, long_prompt_rate=long_rate, **base), CFG)
+        d = decide(state, Observation(now_s=140, prompt_p95=p95, long_prompt_rate=long_rate, **base), CFG)
         assert d.mode == "normal" and d.cap == 64
     # In long-tail mode with a comfortable P99, the mode's cap is not imposed, only raises past it stop.
     calm = decide(
