@@ -22,7 +22,9 @@ Its defects, and the rule that fixes each one:
  6. 256 is a constant -> bounds [min_cap, ceiling]; the ceiling is the engine's startup max_num_seqs,
     which can never be raised live.
  7. Low load gives a low P99, and the cap creeps up for ever -> raise only while the cap binds (running
-    near the cap, or a queue while most slots are busy; a queue beside idle slots is not the cap's doing).
+    near the cap, or a queue while nearly all slots are busy: `queue_binding_fraction`, just under
+    `binding_fraction`, as a closed loop's gaps between requests keep the mean; 0.5 cost the twin 30 points
+    of steady-state SLO windows; a queue beside idle slots is not the cap's doing).
     Unknown running: "not binding".
  8. The cap is the wrong lever for queue-driven latency (DESIGN.md, H200 data: a lower cap buys TPOT and
     pays in queueing) -> per-token SLOs (TPOT, inter-token) move the cap; TTFT and e2e SLOs never lower
@@ -98,6 +100,9 @@ class LawConfig(BaseModel):
     tick_s: float = Field(default=5.0, gt=0)
     window_s: float = Field(default=30.0, gt=0)
     binding_fraction: float = Field(default=0.9, gt=0, le=1)
+    queue_binding_fraction: float = Field(
+        default=0.85, gt=0, le=1, description="busy share that binds when a queue waits beside it"
+    )
     queue_min: float = Field(default=1.0, ge=0, description="waiting requests that count as a queue")
     queue_growth_fraction: float = Field(default=0.1, gt=0, description="arrivals above completions, share")
     queue_growth_min: float = Field(default=0.2, ge=0, description="req/s of queue growth that always counts")
@@ -327,7 +332,11 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
     # the mean running just under the cap). A queue beside mostly idle slots is not the cap's doing.
     binding = running is not None and (
         running >= cfg.binding_fraction * state.cap
-        or (waiting is not None and waiting >= max(cfg.queue_min, 1.0) and running >= 0.5 * state.cap)
+        or (
+            waiting is not None
+            and waiting >= max(cfg.queue_min, 1.0)
+            and running >= cfg.queue_binding_fraction * state.cap
+        )
     )
     cooling = now < state.cooldown_until_s
     stale = (  # rule 5: the window still holds the samples the last decrease acted on
