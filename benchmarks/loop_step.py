@@ -190,8 +190,13 @@ async def step_response(engine: Engine, args: argparse.Namespace) -> dict[str, o
     full = [i for i, (t, _, _) in enumerate(after) if t - step_at >= args.window_s]
     start = full[0] if full else 0
     violated_first = any(p is not None and p > slo for _, _, p in after[start : start + 1])
-    recovered = next(
-        (i - start for i in range(start, len(after)) if after[i][2] is not None and after[i][2] <= slo), None
+    recovered = (  # no violation, nothing to recover from: None, not 0
+        next(
+            (i - start for i in range(start, len(after)) if after[i][2] is not None and after[i][2] <= slo),
+            None,
+        )
+        if violated_first
+        else None
     )
     caps = [cap for _, cap, _ in after]
     moves = [b - a for a, b in itertools.pairwise(caps) if b != a]
@@ -260,8 +265,13 @@ async def main(args: argparse.Namespace) -> None:
         "throughput_ratio": adaptive["throughput_tok_s"] / max(1e-9, static["throughput_tok_s"]),
     }
     print(json.dumps(result, indent=1))
+    recovery = (
+        f"ticks to recover {step['ticks_to_recover']} (goal <= 3)"
+        if step["violated_after_step"]
+        else "the step did not violate the SLO (try a higher --concurrency): no recovery measured"
+    )
     print(
-        f"step: ticks to recover {step['ticks_to_recover']} (goal <= 3), overshoot cycles "
+        f"step: {recovery}, overshoot cycles "
         f"{step['overshoot_cycles']} (goal <= 1); adaptive/static: SLO attainment x"
         f"{result['slo_attainment_ratio']:.2f}, goodput x{result['goodput_ratio']:.2f}"
     )

@@ -1,12 +1,14 @@
 """Turn one GPU run's results folder into benchmarks/gpu/results/: CSVs, plots and the twin's predictions.
 
     python benchmarks/gpu/report.py RAW_DIR [--calibration ../shared/calibration/h200_llama8b_serving.csv]
+    python benchmarks/gpu/report.py RAW_DIR --loop-only results/loop-DATE   # a loop-only re-run
 
 RAW_DIR is the ``results`` folder that device_poll.sh packs (results.tgz). Writes, under
 benchmarks/gpu/results/: serving_vs_calibration.csv, loop_summary.csv (measured + twin rows), probe.json,
 probe_timeline.csv, probe_changes.csv, loop_timeline.csv, raw/*.csv.gz + logs, and probe.png, serving.png,
 loop.png. The twin (governor_twin) replays the very requests the GPU saw (same send times and lengths) on its
-H200 profile.
+H200 profile. With --loop-only (a run with BENCH_PART=loop), only the loop's table, plot and logs are written,
+into the folder given.
 """
 
 from __future__ import annotations
@@ -186,7 +188,7 @@ def loop_table(
             if not r["error"] and float(r["tpot_s"]) <= slo_ms / 1e3 and float(r["ttft_s"]) <= TTFT_BOUND_S
         ]
         row[f"goodput_ttft{TTFT_BOUND_S:g}s_rps"] = len(good) / float(row["phase_s"])
-    trace = [r for r in requests if r["policy"] == "static256"]  # every policy got the same trace
+    trace = [r for r in requests if r["policy"] == requests[0]["policy"]]  # every policy got the same trace
     names = [(f"phase {i}", d) for i, (d, _) in enumerate(phases)]
     cfg = LawConfig(slo_target_s=slo_ms / 1e3, latency_kind=LatencyKind.TPOT, ceiling=256, **governor_args)
     policies: list[tuple[str, Any]] = [
@@ -326,6 +328,7 @@ def plot_loop(raw: Path, slo_ms: float, phases: list[tuple[float, float]]) -> No
     requests = read_csv(raw / "loop_requests.csv")
     colors = {"static256": "tab:blue", "static64": "tab:orange", "governor": "tab:green"}
     fig, axes = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
+    present = [policy for policy in colors if any(r["policy"] == policy for r in requests)]
     for policy, color in colors.items():
         rows = [r for r in timeline if r["policy"] == policy and r.get("cap") != ""]
         t = [r["t"] for r in rows]
@@ -335,7 +338,9 @@ def plot_loop(raw: Path, slo_ms: float, phases: list[tuple[float, float]]) -> No
         done = [r for r in requests if r["policy"] == policy and r["tpot_s"] not in ("", "nan")]
         ends = np.array([float(r["t_send"]) + float(r["e2e_s"]) for r in done])
         tpot = np.array([float(r["tpot_s"]) for r in done])
-        centers = np.arange(5, ends.max() if ends.size else 5, 5.0)
+        if not ends.size:
+            continue  # not in this run (a loop-only re-run)
+        centers = np.arange(5, np.nanmax(ends), 5.0)
         p99 = [q(tpot[(ends > c - 10) & (ends <= c)], 99) * 1e3 for c in centers]
         axes[2].plot(centers, p99, color=color, label=f"{policy}")
     axes[2].axhline(slo_ms, color="k", ls="--", lw=1, label=f"SLO {slo_ms:g} ms")
@@ -347,7 +352,8 @@ def plot_loop(raw: Path, slo_ms: float, phases: list[tuple[float, float]]) -> No
     axes[1].set_ylabel("requests")
     axes[2].set_ylabel("TPOT P99, 10 s windows (ms)")
     axes[2].set_xlabel("seconds since the phase trace started (8 -> 40 -> 8 req/s)")
-    axes[0].set_title("The loop live on the H200: static 256, static 64, governor (TPOT P99 SLO 20 ms)")
+    names = ", ".join(p.replace("static", "static ") for p in present)
+    axes[0].set_title(f"The loop live on the H200: {names} (TPOT P99 SLO {slo_ms:g} ms)")
     fig.tight_layout()
     fig.savefig(OUT / "loop.png", dpi=110)
     plt.close(fig)
@@ -364,8 +370,13 @@ def main() -> None:
     )
     parser.add_argument("--slo-ms", type=float, default=20.0)
     parser.add_argument("--phases", default="30:8,45:40,30:8")
+    parser.add_argument("--loop-only", type=Path, help="folder for a loop-only run's table, plot and logs")
     args = parser.parse_args()
     phases = [(float(d), float(r)) for d, r in (p.split(":") for p in args.phases.split(","))]
+    governor_args = {"tick_s": 2.0, "window_s": 10.0, "cooldown_s": 4.0, "gpu_type": "H200"}
+    if args.loop_only:
+        loop_only(args.raw, args.loop_only, args.slo_ms, phases, governor_args)
+        return
     OUT.mkdir(exist_ok=True)
     (OUT / "raw").mkdir(exist_ok=True)
     for name in ("serving_requests.csv", "loop_requests.csv", "probe_requests.csv", "metrics_end.txt"):
@@ -377,7 +388,6 @@ def main() -> None:
         shutil.copy(args.raw / name, OUT / name)
     serving = serving_table(args.raw, args.calibration)
     write_csv(OUT / "serving_vs_calibration.csv", serving)
-    governor_args = {"tick_s": 2.0, "window_s": 10.0, "cooldown_s": 4.0, "gpu_type": "H200"}
     loop = loop_table(args.raw, args.slo_ms, phases, governor_args)
     write_csv(OUT / "loop_summary.csv", loop)
     plot_probe(args.raw)
@@ -392,6 +402,30 @@ def main() -> None:
             f"({row['diff_tpot_p99_ms_pct']:+.1f}%), "
             f"twin thr {row['twin_achieved_rps']:.2f} TPOT p99 {row['twin_tpot_p99_ms']:.1f}"
         )
+    print_loop(loop)
+
+
+def loop_only(
+    raw: Path, out: Path, slo_ms: float, phases: list[tuple[float, float]], governor_args: dict[str, Any]
+) -> None:
+    global OUT
+    OUT = out
+    (out / "raw").mkdir(parents=True, exist_ok=True)
+    with (
+        (raw / "loop_requests.csv").open("rb") as source,
+        gzip.open(out / "raw" / "loop_requests.csv.gz", "wb") as target,
+    ):
+        shutil.copyfileobj(source, target)
+    for name in ("server.log", "governor.log", "run.log"):
+        shutil.copy(raw / name, out / "raw" / name)
+    shutil.copy(raw / "loop_timeline.csv", out / "loop_timeline.csv")
+    loop = loop_table(raw, slo_ms, phases, governor_args)
+    write_csv(out / "loop_summary.csv", loop)
+    plot_loop(raw, slo_ms, phases)
+    print_loop(loop)
+
+
+def print_loop(loop: list[Row]) -> None:
     for row in loop:
         if row["phase"] == "all" or row["source"] == "twin":
             print(
