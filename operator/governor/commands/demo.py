@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -29,7 +30,17 @@ from rich.live import Live
 
 from governor.actuation import Actuator, PodTarget
 from governor.commands.run import duration
-from governor.demo import DemoPlan, PassResult, Tick, auto_slo, default_plan, phase_at, phase_bounds, score
+from governor.demo import (
+    DEMO_MODEL_LOAD,
+    DemoPlan,
+    PassResult,
+    Tick,
+    auto_slo,
+    default_plan,
+    phase_at,
+    phase_bounds,
+    score,
+)
 from governor.demoview import live_view, plot, summary_table
 from governor.law import LawConfig
 from governor.loadgen import run_phases
@@ -91,10 +102,18 @@ def _engine(args: argparse.Namespace, ceiling: int) -> Iterator[Target]:
         ) as twin:
             yield Target(twin.base_urls[0], "tiny-llama", token)
         return
-    from governor.localengine import start_runtime
+    from governor.localengine import DEMO_LLAMA, start_runtime, write_tiny_llama
 
     try:
-        with start_runtime(ceiling=ceiling, initial_cap=ceiling, port=args.port) as engine:
+        with (
+            tempfile.TemporaryDirectory(prefix="governor-demo-") as scratch,
+            start_runtime(
+                write_tiny_llama(Path(scratch) / "model", DEMO_LLAMA),
+                ceiling=ceiling,
+                initial_cap=ceiling,
+                port=args.port,
+            ) as engine,
+        ):
             yield Target(engine.base_url, engine.model, engine.admin_token)
     except RuntimeError as exc:
         raise SystemExit(f"governor demo: the vLLM engine failed to start: {exc}") from None
@@ -200,7 +219,10 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
     await probe_actuator.aclose()
     if held.limits is None:
         raise SystemExit(f"governor demo: {target.base_url} does not answer the admin route: {held.error}")
-    plan = default_plan(short=args.short, ceiling=held.limits.ceiling)
+    own_engine = not (args.endpoint or args.twin)
+    plan = default_plan(
+        short=args.short, ceiling=held.limits.ceiling, load=DEMO_MODEL_LOAD if own_engine else 1.0
+    )
     if args.slo is None:
         console.print(f"probing light-load latency for {plan.probe.duration_s:.0f} s to pick the SLO …")
         probe = await run_phases(target.base_url, target.model, [plan.probe], seed=args.seed)
