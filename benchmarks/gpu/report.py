@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gpubench import write_csv  # the run's own CSV writer (benchmarks/gpu is sys.path[0])
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results"
@@ -44,17 +45,6 @@ def _num(text: str | None) -> Any:
     except ValueError:
         return text
     return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
-
-
-def write_csv(path: Path, rows: Sequence[Row]) -> None:
-    keys: list[str] = []
-    for row in rows:
-        keys.extend(k for k in row if k not in keys)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=keys)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
 
 
 def pct_diff(ours: float, theirs: float) -> float:
@@ -166,7 +156,11 @@ def serving_table(raw: Path, calibration: Path) -> list[Row]:
 
 
 def loop_table(
-    raw: Path, slo_ms: float, phases: list[tuple[float, float]], governor_args: dict[str, Any]
+    raw: Path,
+    slo_ms: float,
+    phases: list[tuple[float, float]],
+    governor_args: dict[str, Any],
+    out: Path = OUT,
 ) -> list[Row]:
     from governor.law import LawConfig
     from governor.signals import LatencyKind
@@ -231,7 +225,7 @@ def loop_table(
             )
         if name == "governor":
             write_csv(
-                OUT / "loop_twin_governor_ticks.csv",
+                out / "loop_twin_governor_ticks.csv",
                 [
                     {"t": t, "cap": c, "p99_s": p, "running": r, "waiting": w, "reason": why}
                     for t, c, p, r, w, why in zip(
@@ -318,7 +312,7 @@ def plot_serving(rows: list[Row]) -> None:
     plt.close(fig)
 
 
-def plot_loop(raw: Path, slo_ms: float, phases: list[tuple[float, float]]) -> None:
+def plot_loop(raw: Path, slo_ms: float, phases: list[tuple[float, float]], out: Path = OUT) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -355,7 +349,7 @@ def plot_loop(raw: Path, slo_ms: float, phases: list[tuple[float, float]]) -> No
     names = ", ".join(p.replace("static", "static ") for p in present)
     axes[0].set_title(f"The loop live on the H200: {names} (TPOT P99 SLO {slo_ms:g} ms)")
     fig.tight_layout()
-    fig.savefig(OUT / "loop.png", dpi=110)
+    fig.savefig(out / "loop.png", dpi=110)
     plt.close(fig)
 
 
@@ -408,8 +402,6 @@ def main() -> None:
 def loop_only(
     raw: Path, out: Path, slo_ms: float, phases: list[tuple[float, float]], governor_args: dict[str, Any]
 ) -> None:
-    global OUT
-    OUT = out
     (out / "raw").mkdir(parents=True, exist_ok=True)
     with (
         (raw / "loop_requests.csv").open("rb") as source,
@@ -419,9 +411,9 @@ def loop_only(
     for name in ("server.log", "governor.log", "run.log"):
         shutil.copy(raw / name, out / "raw" / name)
     shutil.copy(raw / "loop_timeline.csv", out / "loop_timeline.csv")
-    loop = loop_table(raw, slo_ms, phases, governor_args)
+    loop = loop_table(raw, slo_ms, phases, governor_args, out)
     write_csv(out / "loop_summary.csv", loop)
-    plot_loop(raw, slo_ms, phases)
+    plot_loop(raw, slo_ms, phases, out)
     print_loop(loop)
 
 
