@@ -99,11 +99,13 @@ def pin_engine(server_pid: int, cpu: int) -> int:
     """Pin every thread of the server's child processes (EngineCore, worker) to ``cpu``; the number pinned.
     Threads started later inherit the affinity of the thread that starts them."""
     pinned = 0
-    for child in psutil.Process(server_pid).children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
-            for thread in child.threads():
-                os.sched_setaffinity(thread.id, {cpu})
-                pinned += 1
+    with contextlib.suppress(psutil.NoSuchProcess):  # the server died: _wait_ready's caller will see it
+        children = psutil.Process(server_pid).children(recursive=True)
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):  # exited meanwhile
+                for thread in child.threads():
+                    os.sched_setaffinity(thread.id, {cpu})
+                    pinned += 1
     return pinned
 
 
