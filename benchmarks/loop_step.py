@@ -10,7 +10,8 @@
    measures TPOT (streaming). SLO attainment = share of requests whose TPOT meets the SLO; goodput = tokens/s
    of those requests. Printed as adaptive / static ratios.
 
-The governor here is governor.standalone reading the engine's /metrics directly (the Prometheus reader is
+The governor here is governor.services.standalone reading the engine's /metrics directly (the Prometheus
+reader is
 exercised by the tests); tick --tick-s, window --window-s.
 
     python benchmarks/loop_step.py                 # about 5 minutes
@@ -29,12 +30,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx
-from governor.actuation import Actuator
-from governor.law import LawConfig
-from governor.localengine import Engine, start_runtime
-from governor.scrape import DirectScraper
-from governor.signals import LatencyKind
-from governor.standalone import Standalone, TickReport
+from governor.adapters.engine import Actuator
+from governor.adapters.scrape import DirectScraper
+from governor.core.law import LawConfig
+from governor.core.signals import LatencyKind
+from governor.services.standalone import Standalone, TickReport
+from governor_dev.localengine import Engine, start_runtime
 
 TPOT = (LatencyKind.TPOT, 0.99)
 KEY = ("bench",)

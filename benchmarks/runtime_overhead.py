@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import httpx
-from governor.localengine import LIMITS_PATH, Engine, prompt_ids, start_runtime
+from governor_dev.localengine import LIMITS_PATH, Engine, prompt_ids, start_runtime
 from governor_runtime.launcher import with_buckets
 
 

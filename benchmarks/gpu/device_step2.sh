@@ -27,7 +27,7 @@ from governor_runtime import vllm_compat, plugin, endpoint
 print("running-limit branch:", vllm_compat.uses_running_limit())
 plugin.register()
 try:
-    import governor.cli, governor.commands.run, governor.standalone, governor.scrape
+    import governor.cli, governor.commands.run, governor.services.standalone, governor.adapters.scrape
     print("governor standalone imports")
 except Exception as exc:
     print("governor cli does NOT import:", repr(exc))

@@ -68,7 +68,7 @@ def twin_replay(
     tail_s: float = 120.0,
 ) -> Any:
     """Run the twin on the measured requests (send time, prompt and output lengths), then let it drain."""
-    from governor.signals import LatencyKind
+    from governor.core.signals import LatencyKind
     from governor_twin import sim
     from governor_twin.scenarios import Phase, Scenario, Slo, Workload
 
@@ -162,8 +162,8 @@ def loop_table(
     governor_args: dict[str, Any],
     out: Path = OUT,
 ) -> list[Row]:
-    from governor.law import LawConfig
-    from governor.signals import LatencyKind
+    from governor.core.law import LawConfig
+    from governor.core.signals import LatencyKind
     from governor_twin.policies import LawPolicy, StaticPolicy
 
     measured = read_csv(raw / "loop_summary.csv")

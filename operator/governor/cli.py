@@ -17,7 +17,7 @@ from types import ModuleType
 COMMANDS: dict[str, str] = {
     "operator": "governor.commands.operator",
     "run": "governor.commands.run",
-    "demo": "governor.commands.demo",
+    "demo": "governor_dev.command",
 }
 
 

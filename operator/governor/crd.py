@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from governor import spec
+from governor.core import spec
 
 CRD_NAME = f"{spec.PLURAL}.{spec.GROUP}"
 CRD_FILE = f"{CRD_NAME}.yaml"

@@ -20,13 +20,13 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from governor_runtime import auth, vllm_compat
+from governor_runtime import auth, contract, vllm_compat
 from governor_runtime.limits import Bounds, LimitsError, check_int, resolve
 from governor_runtime.metrics import RuntimeMetrics
 
 logger = logging.getLogger(__name__)
 
-PATH = "/governor/v1/limits"
+PATH = contract.LIMITS_PATH
 FIELDS = ("cap", "token_budget")
 PUBLIC_KEYS = ("engine", "cap", "ceiling", "token_budget", "token_budget_ceiling")
 METRICS_INTERVAL_ENV = "GOVERNOR_METRICS_INTERVAL_S"

@@ -1,7 +1,7 @@
 """The runtime's metrics on vLLM's own /metrics, and the finer histogram buckets it starts vLLM with.
 
-The names equal ``governor.signals.RUNTIME_*`` (a test holds them together); the runtime does not import the
-operator package because GPU images install only the runtime.
+The names and buckets come from ``governor_runtime.contract``, shared with the operator and the twin (GPU
+images install only the runtime, so the contract lives here).
 
 The metrics are plain prometheus_client metrics in the API server process, so vLLM's /metrics shows them
 both from its single-process registry and in multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``): gauges use
@@ -15,32 +15,15 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-CAP = "vllm_governor:max_num_active_seqs"
-CEILING = "vllm_governor:max_num_seqs"
-TOKEN_BUDGET = "vllm_governor:max_num_scheduled_tokens"
-PROMPT_P95 = "vllm_governor:prompt_tokens_p95"
-LONG_PROMPTS = "vllm_governor:long_prompts_total"
+from governor_runtime import contract
 
-LABELS = ("model_name", "engine")
-
-# Finer buckets than vLLM's defaults (equal to governor.signals; a test holds them together). vLLM's bucket
-# families: "inter_token_latency" feeds both inter-token latency and TPOT, "request_latency" feeds e2e (and
-# queue,
-# prefill, decode, inference time), "time_to_first_token" feeds TTFT.
-PER_TOKEN_BUCKETS: tuple[float, ...] = (
-    0.0005, 0.00075, 0.001, 0.00125, 0.0015, 0.00175, 0.002, 0.0025, 0.003, 0.0035, 0.004, 0.005,
-    0.006, 0.008, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.06, 0.075, 0.1,
-    0.15, 0.2, 0.3, 0.5, 1.0, 2.5,
-)  # fmt: skip
-REQUEST_BUCKETS: tuple[float, ...] = (
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5,
-    3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0,
-)  # fmt: skip
-DEFAULT_BUCKETS: Mapping[str, tuple[float, ...]] = {
-    "inter_token_latency": PER_TOKEN_BUCKETS,
-    "time_to_first_token": REQUEST_BUCKETS,
-    "request_latency": REQUEST_BUCKETS,
-}
+# Short local names for the contract's (tests and the launcher import these from here).
+CAP, CEILING, TOKEN_BUDGET = contract.RUNTIME_CAP, contract.RUNTIME_CEILING, contract.RUNTIME_TOKEN_BUDGET
+PROMPT_P95, LONG_PROMPTS = contract.RUNTIME_PROMPT_P95, contract.RUNTIME_LONG_PROMPTS
+LABELS = contract.METRIC_LABELS
+PER_TOKEN_BUCKETS, REQUEST_BUCKETS = contract.PER_TOKEN_BUCKETS, contract.REQUEST_BUCKETS
+__all__ = ["DEFAULT_BUCKETS", "PER_TOKEN_BUCKETS", "REQUEST_BUCKETS", "RuntimeMetrics"]
+DEFAULT_BUCKETS: Mapping[str, tuple[float, ...]] = contract.VLLM_BUCKET_FAMILIES
 
 
 class RuntimeMetrics:

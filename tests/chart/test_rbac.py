@@ -1,7 +1,8 @@
 """Least privilege: the chart's ClusterRole grants exactly what the code uses.
 
 What the code uses is derived, not listed by hand:
-- governor.kube.PERMISSIONS: every request the operator's API adapter makes is checked against this table
+- governor.adapters.kube.PERMISSIONS: every request the operator's API adapter makes is checked against
+this table
   (kube._request refuses anything else), so it is the adapter's complete set of (resource, verb);
 - Kopf's handler registry after importing governor.handlers: every resource with a handler is listed and
   watched; resources with change handlers are patched (finalizers, progress annotations); Kopf posts Events
@@ -15,7 +16,7 @@ from typing import Any
 import governor.handlers  # noqa: F401  (registers the handlers)
 import kopf
 import pytest
-from governor import kube
+from governor.adapters import kube
 
 from tests.chart.helm import install
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from governor.law import (
+from governor.core.law import (
     Decision,
     LawConfig,
     LawState,
@@ -15,7 +15,7 @@ from governor.law import (
     mode_cap,
     step_bound,
 )
-from governor.signals import LatencyKind
+from governor.core.signals import LatencyKind
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from governor.law import (
+from governor.core.law import (
     Decision,
     LawConfig,
     LawState,
@@ -14,7 +14,7 @@ from governor.law import (
     seed_decide,
     seed_step,
 )
-from governor.signals import LatencyKind
+from governor.core.signals import LatencyKind
 
 SLO = 0.02
 CFG = LawConfig(slo_target_s=SLO, ceiling=64, min_cap=2, cooldown_s=10.0, tick_s=5.0)

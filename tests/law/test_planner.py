@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from governor.planner import Cooldowns, PlannerState, ReplicaBounds, ScaleRequest, plan
+from governor.core.planner import Cooldowns, PlannerState, ReplicaBounds, ScaleRequest, plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from governor.actuation import Actuator, PodTarget
+from governor.adapters.engine import Actuator, PodTarget
 
 from tests.support.engine import Engine, free_port
 

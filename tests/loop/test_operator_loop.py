@@ -15,7 +15,7 @@ from typing import Any
 import kmock
 import pytest
 import pytest_asyncio
-from governor import builders
+from governor.core import builders
 
 from tests.loop.load import closed_loop
 from tests.support.engine import Engine

@@ -8,10 +8,10 @@ import math
 
 import httpx
 import pytest
-from governor import promql
-from governor.prom import PromReader
-from governor.scrape import DirectScraper, bucket_width, histogram_quantile, resolution_warning
-from governor.signals import LatencyKind
+from governor.adapters.prometheus import PromReader
+from governor.adapters.scrape import DirectScraper, bucket_width, histogram_quantile, resolution_warning
+from governor.core import promql
+from governor.core.signals import LatencyKind
 
 from tests.support.engine import free_port
 from tests.support.prometheus import PrometheusServer

@@ -15,13 +15,13 @@ import subprocess
 import sys
 
 import pytest
-from governor import promql
-from governor.actuation import Actuator
-from governor.law import LawConfig
-from governor.prom import PromReader
-from governor.scrape import DirectScraper
-from governor.signals import LatencyKind
-from governor.standalone import Standalone, TickReport
+from governor.adapters.engine import Actuator
+from governor.adapters.prometheus import PromReader
+from governor.adapters.scrape import DirectScraper
+from governor.core import promql
+from governor.core.law import LawConfig
+from governor.core.signals import LatencyKind
+from governor.services.standalone import Standalone, TickReport
 
 from tests.loop.load import closed_loop, open_loop
 from tests.support.engine import Engine, free_port

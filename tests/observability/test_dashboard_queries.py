@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import prometheus_client
 import pytest
-from governor import opmetrics
+from governor.adapters import opmetrics
 from governor.observability import alerts, dashboards, queries, scrape
 
 from tests.observability.stack import RulesPrometheus
@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.prometheus]
 
 @pytest.fixture(scope="module")
 def operator_endpoint() -> Iterator[str]:
-    """The operator's real metrics registry (governor.opmetrics) served as `governor operator` serves it."""
+    """The operator's real metrics registry (governor.adapters.opmetrics) served as `governor operator`
+    serves it."""
     port = free_port()
     server, thread = prometheus_client.start_http_server(port, addr="127.0.0.1")
     yield f"127.0.0.1:{port}"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from governor.core.signals import LatencyKind
 from governor.observability import alerts, generate
-from governor.signals import LatencyKind
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / generate.RULES_FILE

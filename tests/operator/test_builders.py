@@ -12,8 +12,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from governor import builders
-from governor.spec import parse_spec
+from governor.core import builders
+from governor.core.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"

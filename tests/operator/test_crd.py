@@ -10,7 +10,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from governor import crd, spec
+from governor import crd
+from governor.core import spec
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import Any
 
-from governor import kube
+from governor.adapters import kube
 
 from tests.support.fixtures_kube import DEPLOYMENTS, EVENTS, ISVC, PDBS, SECRETS, SERVICES, Cluster
 from tests.support.kube import eventually

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from governor import profiles
-from governor.spec import describe, name_problems, parse_spec
+from governor.core import profiles
+from governor.core.spec import describe, name_problems, parse_spec
 from pydantic import ValidationError
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from governor import signals
+from governor.core import signals
 
 from tests.support.engine import LIMITS_PATH, Engine, prompt_ids
 

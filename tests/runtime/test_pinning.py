@@ -8,7 +8,7 @@ import sys
 import time
 
 import psutil
-from governor.localengine import pin_engine
+from governor_dev.localengine import pin_engine
 
 # A stand-in for the API server: it starts one child (the EngineCore's place) that runs a second thread.
 TREE = (

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from governor import signals
+from governor.core import signals
 from governor_runtime import auth, metrics, vllm_compat
 from governor_runtime.launcher import (
     ENDPOINT_PLUGIN,

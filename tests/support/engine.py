@@ -1,7 +1,7 @@
-"""The tests' handle on a real vLLM CPU server: the code lives in governor.localengine (the demo and the
+"""The tests' handle on a real vLLM CPU server: the code lives in governor_dev.localengine (the demo and the
 benchmarks start engines the same way); this module keeps the names the tests import."""
 
-from governor.localengine import (
+from governor_dev.localengine import (
     CPU_ENV,
     DEFAULT_CEILING,
     DEFAULT_INITIAL_CAP,

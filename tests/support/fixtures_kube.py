@@ -127,7 +127,7 @@ async def governor_cluster(kube_emulator: Emulator) -> AsyncIterator[Cluster]:
     """The unmodified operator (``governor.handlers``) running against the emulator."""
     import governor.handlers  # noqa: F401  (registers the handlers in Kopf's default registry)
     import kopf
-    from governor import kube
+    from governor.adapters import kube
 
     kube.configure(str(kube_emulator.url))  # explicit: the operator's login handler hands it to Kopf
     stop, ready = asyncio.Event(), asyncio.Event()

@@ -18,7 +18,7 @@ What it does NOT emulate, and how the tests work around it:
   :meth:`Emulator.collect_garbage`, an explicit stand-in for the GC controller, when they need it, and
   assert the owner references themselves (controller=true, the owner's uid).
 * Label and field selectors on list/watch: ignored (all objects are returned). The operator never relies on
-  them: Kopf filters handlers by labels client-side and governor.kube reads children by name.
+  them: Kopf filters handlers by labels client-side and governor.adapters.kube reads children by name.
 * Controllers: no Deployment controller, so no pods and no ``status.readyReplicas``. Tests write a
   Deployment's status through ``/status`` as the controller would.
 * Schema validation, defaulting and pruning (no OpenAPI checks on write), strategic-merge patches (treated

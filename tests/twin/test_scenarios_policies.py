@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from governor.law import Observation
-from governor.signals import PER_TOKEN_BUCKETS, LatencyKind
+from governor.core.law import Observation
+from governor.core.signals import PER_TOKEN_BUCKETS, LatencyKind
 from governor_twin.engine import Engine
 from governor_twin.observe import Observer, histogram_quantile
 from governor_twin.policies import SchedulePolicy, StaticPolicy, StepGuardPolicy, project_law, seed_law

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from governor import signals
+from governor.core import signals
 from governor_twin.profile import load_profile, with_limits
 from governor_twin.server import Hosted, hosted
 from prometheus_client.parser import text_string_to_metric_families

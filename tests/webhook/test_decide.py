@@ -1,4 +1,4 @@
-"""Parsing, authentication and decisions of the Alertmanager webhook (governor.webhook, pure)."""
+"""Parsing, authentication and decisions of the Alertmanager webhook (governor.core.notifications, pure)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import base64
 import json
 
 import pytest
-from governor import webhook
+from governor.core import notifications as webhook
 
 from tests.webhook.alertmanager import alert, notification
 

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-from governor import replicas
 from governor.handlers.webhook import Receiver, ReceiverConfig, start
 from governor.observability import alerts, scrape
+from governor.services import replicas
 
 from tests.observability.stack import RulesPrometheus, running_alertmanager
 from tests.support.engine import Engine, free_port, prompt_ids

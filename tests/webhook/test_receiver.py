@@ -1,5 +1,6 @@
 """The receiver over HTTP, in the operator (Kopf against the API emulator), feeding the real replica writer
-(governor.replicas): a firing alert scales out by one, its repeat does nothing, refusals change nothing."""
+(governor.services.replicas): a firing alert scales out by one, its repeat does nothing, refusals change
+nothing."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest_asyncio
-from governor import replicas
 from governor.handlers.webhook import Receiver, ReceiverConfig, start
+from governor.services import replicas
 
 from tests.support.engine import free_port
 from tests.support.fixtures_kube import DEPLOYMENTS, ISVC, Cluster

@@ -4,7 +4,8 @@
     python -m governor_twin.bench --scenarios mixed,steady --jobs 2
     python -m governor_twin.bench --trace other.csv --load 0.7   # any CSV in the Azure trace format
 
-Policies: the project's law (`governor.law.decide`), the seed law verbatim (`governor.law.seed_decide`),
+Policies: the project's law (`governor.core.law.decide`), the seed law verbatim
+(`governor.core.law.seed_decide`),
 static caps {16, 32, 64, 128, 256}, the per-phase oracle (the best static cap of each phase, chosen in
 hindsight from the static runs, then run as a schedule), and two anchors: TCP-style AIMD and a Dynamo-style
 ±1 step with a pending-action guard.
@@ -42,7 +43,7 @@ from governor_twin.sim import RunResult, run
 FIT_CONTEXT_LIMIT = 3072  # the H200 decode-step data stop at 3k context (calibration/README.md)
 GOALS = {"slo_windows": 0.99, "vs_oracle": 0.95, "vs_best_static_mixed": 1.10}
 LAW_VERSION = "unknown"
-OURS, SEED, ORACLE = "ours (governor.law)", "seed law (verbatim)", "oracle (per phase)"
+OURS, SEED, ORACLE = "ours (governor.core.law)", "seed law (verbatim)", "oracle (per phase)"
 
 
 @dataclass
@@ -271,7 +272,8 @@ def plot_scenario(rep: ScenarioReport, path: Path) -> None:
 
 
 def law_version() -> str:
-    """Which governor.law the report ran: the last commit that touched it, and whether it was edited since."""
+    """Which governor.core.law the report ran: the last commit that touched it, and whether it was edited
+    since."""
     import subprocess
 
     law = Path(__file__).resolve().parents[2] / "operator" / "governor" / "law.py"

@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from governor.signals import PER_TOKEN_BUCKETS, REQUEST_BUCKETS
+from governor.core.signals import PER_TOKEN_BUCKETS, REQUEST_BUCKETS
 from numpy.typing import NDArray
 
 from governor_twin.profile import EngineProfile

@@ -14,8 +14,8 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from governor.law import Observation
-from governor.signals import LatencyKind
+from governor.core.law import Observation
+from governor.core.signals import LatencyKind
 from numpy.typing import NDArray
 
 from governor_twin.engine import Engine, Histogram

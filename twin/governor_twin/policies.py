@@ -1,6 +1,6 @@
 """Cap policies for the benchmark. Each sees exactly what the operator sees (an `Observation` per tick
 over its window) and answers the cap. The project's law and the seed law plug in through `LawPolicy`, a thin
-adapter over `governor.law` (`decide(state, obs, cfg)` and `seed_decide`).
+adapter over `governor.core.law` (`decide(state, obs, cfg)` and `seed_decide`).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from governor.law import Decision, LawConfig, LawState, Observation, decide, initial_state, seed_decide
-from governor.signals import LatencyKind
+from governor.core.law import Decision, LawConfig, LawState, Observation, decide, initial_state, seed_decide
+from governor.core.signals import LatencyKind
 
 
 class Policy(Protocol):
@@ -210,7 +210,7 @@ def project_law(
 ) -> LawPolicy:
     """The project's law with its defaults (operator tick 5 s), the GPU profile naming the H200 row."""
     cfg = LawConfig(slo_target_s=slo_s, latency_kind=kind, ceiling=ceiling, gpu_type=gpu_type)
-    return LawPolicy("ours (governor.law)", cfg)
+    return LawPolicy("ours (governor.core.law)", cfg)
 
 
 def seed_law(slo_s: float, ceiling: int, kind: LatencyKind = LatencyKind.TPOT) -> LawPolicy:

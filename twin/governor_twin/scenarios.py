@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from governor.signals import LatencyKind
+from governor.core.signals import LatencyKind
 from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from governor.signals import LatencyKind
+from governor.core.signals import LatencyKind
 from numpy.typing import NDArray
 
 from governor_twin.sim import RunResult

@@ -4,7 +4,8 @@ Per engine, on its own port:
 - `POST /v1/completions` (OpenAI; token-id prompts, or text counted as whitespace-separated tokens;
   `max_tokens`, `stream`, `stream_options.include_usage`; output is generated until `max_tokens`, as with
   `ignore_eos`);
-- `GET /metrics` with vLLM's metric names (governor.signals), labels `model_name` and `engine`, the buckets
+- `GET /metrics` with vLLM's metric names (governor.core.signals), labels `model_name` and `engine`, the
+buckets
   the runtime starts vLLM with, and the runtime's own `vllm_governor:*` series;
 - `GET|PUT /governor/v1/limits`, the runtime's admin route: same auth (governor_runtime.auth), same bounds
   (governor_runtime.limits), same JSON and error shapes;
@@ -29,8 +30,8 @@ from typing import Any
 
 import numpy as np
 import uvicorn
-from governor import signals
-from governor_runtime import auth
+from governor.core import signals
+from governor_runtime import auth, contract
 from governor_runtime.limits import Bounds, LimitsError, resolve
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -42,7 +43,7 @@ from starlette.routing import Route
 from governor_twin.engine import DONE, REJECTED, Engine, Histogram
 from governor_twin.profile import EngineProfile
 
-LIMITS_PATH = "/governor/v1/limits"
+LIMITS_PATH = contract.LIMITS_PATH
 PROMPT_WINDOW_S = 60.0
 LONG_PROMPT_FACTOR = 1.3
 

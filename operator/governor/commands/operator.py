@@ -32,7 +32,7 @@ def main(args: argparse.Namespace) -> int:
     import prometheus_client
 
     import governor.handlers  # noqa: F401  (registers the handlers)
-    from governor import kube
+    from governor.adapters import kube
 
     kopf.configure(verbose=args.verbose)
     if args.metrics_port:

@@ -1,4 +1,4 @@
-"""``governor run``: govern plain vLLM endpoints without Kubernetes (governor.standalone).
+"""``governor run``: govern plain vLLM endpoints without Kubernetes (governor.services.standalone).
 
     governor run --endpoint http://10.0.0.5:8000 --endpoint http://10.0.0.6:8000 --slo-p99 25ms
     governor run --endpoint http://127.0.0.1:8000 --slo-p99 1.5s --latency e2e --prometheus http://prom:9090
@@ -34,7 +34,7 @@ def duration(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from governor.signals import LatencyKind
+    from governor.core.signals import LatencyKind
 
     parser.add_argument(
         "--endpoint",
@@ -79,13 +79,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from governor import promql
-    from governor.actuation import Actuator, PodTarget
-    from governor.law import LawConfig
-    from governor.planner import ReplicaBounds
-    from governor.prom import PromReader
-    from governor.signals import LatencyKind
-    from governor.standalone import Standalone, discover_limits
+    from governor.adapters.engine import Actuator, PodTarget
+    from governor.adapters.prometheus import PromReader
+    from governor.core import promql
+    from governor.core.law import LawConfig
+    from governor.core.planner import ReplicaBounds
+    from governor.core.signals import LatencyKind
+    from governor.services.standalone import Standalone, discover_limits
 
     token = (
         args.admin_token_file.read_text().strip()

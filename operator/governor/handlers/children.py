@@ -1,7 +1,9 @@
 """Kopf handlers: an InferenceService's children, its status from them, and drift repair.
 
-Thin on purpose: parse the object (governor.spec), build the children (governor.builders, pure), apply them
-(governor.kube, the only API adapter), and report (status conditions, Events, governor.opmetrics).
+Thin on purpose: parse the object (governor.core.spec), build the children (governor.core.builders, pure),
+apply them
+(governor.adapters.kube, the only API adapter), and report (status conditions, Events,
+governor.adapters.opmetrics).
 
 * create / update / resume of an InferenceService → reconcile every child, then status.
 * a child (found by the ``governor.vllm.ai/inferenceservice`` label) modified or deleted by hand → the same
@@ -26,8 +28,9 @@ from typing import Any, cast
 import kopf
 from pydantic import ValidationError
 
-from governor import builders, kube, opmetrics
-from governor import spec as api
+from governor.adapters import kube, opmetrics
+from governor.core import builders
+from governor.core import spec as api
 
 ISVC = (api.GROUP, api.VERSION, api.PLURAL)
 CHILD_LABELS = {builders.LABEL_OWNER: kopf.PRESENT}
@@ -54,10 +57,12 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 @kopf.on.login()
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """One notion of the cluster for Kopf and governor.kube.
+    """One notion of the cluster for Kopf and governor.adapters.kube.
 
-    When governor.kube was configured explicitly before start (tests, ``governor operator --server``), Kopf
-    uses that server; otherwise the in-cluster service account or the kubeconfig, handed to governor.kube.
+    When governor.adapters.kube was configured explicitly before start (tests, ``governor operator
+    --server``), Kopf
+    uses that server; otherwise the in-cluster service account or the kubeconfig, handed to
+    governor.adapters.kube.
     """
     explicit = kube.explicit_connection()
     if explicit is not None:

@@ -3,10 +3,11 @@
 Every tick (spec.adaptive.tickSeconds, default 5 s, on a fixed grid) the loop of one InferenceService:
 1. reads its signals from the shared `SignalHub`: one query per signal for every InferenceService at once
    (Prometheus at GOVERNOR_PROMETHEUS_URL; without it, the pods' /metrics scraped directly);
-2. decides with governor.law, starting from the law state kept in status.law (an operator restart resumes);
+2. decides with governor.core.law, starting from the law state kept in status.law (an operator restart
+resumes);
 3. holds the cap on every ready pod (pods from a Kopf index, never a LIST per tick) through the runtime's
    admin route with the token from the <name>-admin-token Secret;
-4. hands a replica wish to governor.replicas (the one writer of replicas);
+4. hands a replica wish to governor.services.replicas (the one writer of replicas);
 5. writes status (cap the engines answered, observed and smoothed P99, SLO target, mode, last decision,
    law state, desiredReplicas, conditions MetricsAvailable and SLOMet), an Event when the cap changes, and
    the operator metrics.
@@ -26,13 +27,15 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from governor import builders, kube, opmetrics, promql, replicas
-from governor import spec as api
-from governor.actuation import Actuator, PodTarget
-from governor.law import Decision, LawConfig, LawState, decide, initial_state
-from governor.prom import Key, PromReader, Reading, Snapshot
-from governor.scrape import DirectScraper
-from governor.signals import LatencyKind
+from governor.adapters import kube, opmetrics
+from governor.adapters.engine import Actuator, PodTarget
+from governor.adapters.prometheus import Key, PromReader, Reading, Snapshot
+from governor.adapters.scrape import DirectScraper
+from governor.core import builders, promql
+from governor.core import spec as api
+from governor.core.law import Decision, LawConfig, LawState, decide, initial_state
+from governor.core.signals import LatencyKind
+from governor.services import replicas
 
 ISVC = (api.GROUP, api.VERSION, api.PLURAL)
 PROMETHEUS_ENV = "GOVERNOR_PROMETHEUS_URL"

@@ -2,8 +2,9 @@
 
 POST /alertmanager (Alertmanager's webhook_config url) — authenticated with a bearer token (or Basic auth
 whose password is the token) from GOVERNOR_WEBHOOK_TOKEN or the file GOVERNOR_WEBHOOK_TOKEN_FILE (the chart
-mounts a Secret there). Each step governor.webhook.decide asks for goes to the replica planner
-(governor.replicas.request_scale, the only writer of replicas); each is recorded in status.alertmanager
+mounts a Secret there). Each step governor.core.notifications.decide asks for goes to the replica planner
+(governor.services.replicas.request_scale, the only writer of replicas); each is recorded in
+status.alertmanager
 and becomes an Event on the InferenceService. Refusals change nothing and answer JSON
 {"error": {"code", "message"}}: 401 wrong or missing credentials, 400/415/422 a bad payload, 503 no token.
 GET /healthz answers 200.
@@ -28,9 +29,9 @@ import kopf
 from aiohttp import web
 from pydantic import ValidationError
 
-from governor import kube
-from governor import spec as api
-from governor import webhook as alerts
+from governor.adapters import kube
+from governor.core import notifications as alerts
+from governor.core import spec as api
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ async def start(receiver: Receiver) -> web.AppRunner:
 async def _planner_request_scale(namespace: str, name: str, direction: int, source: str, reason: str) -> Any:
     # The control loop's writer, imported late so the receiver loads (and answers 200 with an error outcome)
     # even where it is missing.
-    replicas = importlib.import_module("governor.replicas")
+    replicas = importlib.import_module("governor.services.replicas")
     request = cast(ScaleRequester, replicas.request_scale)
     return await request(namespace, name, direction, source, reason)
 

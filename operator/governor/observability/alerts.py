@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from governor import signals
+from governor.core import signals
+from governor.core.signals import LatencyKind
 from governor.observability import queries
 from governor.observability.queries import BY_ISVC
-from governor.signals import LatencyKind
 
 SCALE_LABEL = "governor_scale"
 SCALE_OUT = "out"

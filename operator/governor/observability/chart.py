@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from governor.core.signals import LatencyKind
 from governor.observability.alerts import SLO_THRESHOLDS
-from governor.signals import LatencyKind
 
 _DURATION = {"type": "string", "pattern": "^[0-9]+(ms|s|m|h|d)$"}
 _NUMBER_STRING = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$"}

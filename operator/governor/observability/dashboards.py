@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from governor import signals
+from governor.core import signals
+from governor.core.signals import LatencyKind
 from governor.observability import queries as q
-from governor.signals import LatencyKind
 
 SCHEMA_VERSION = 39
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}

@@ -1,4 +1,4 @@
-"""PromQL for the dashboards and alert rules, built from the metric names in governor.signals.
+"""PromQL for the dashboards and alert rules, built from the metric names in governor.core.signals.
 
 Label convention (what the scrape configuration in scrape.py guarantees, on every series the queries read):
 - vLLM and runtime series scraped from the engine pods carry ``namespace`` and ``inferenceservice`` (the pod
@@ -9,8 +9,8 @@ Label convention (what the scrape configuration in scrape.py guarantees, on ever
 
 from __future__ import annotations
 
-from governor import signals
-from governor.signals import LatencyKind
+from governor.core import signals
+from governor.core.signals import LatencyKind
 
 NAMESPACE_LABEL = "namespace"
 ISVC_LABEL = "inferenceservice"

@@ -1,5 +1,5 @@
 """The second signal source: scrape the engines' /metrics directly (no Prometheus), for standalone use and
-for clusters without Prometheus. Same result type as governor.prom, same "never raise" promise.
+for clusters without Prometheus. Same result type as governor.adapters.prometheus, same "never raise" promise.
 
 Each read scrapes every pod once and keeps a short history per pod. Windowed values come from the newest
 scrape minus the oldest one still inside the window, per pod (a counter that went down means the pod
@@ -11,7 +11,7 @@ is interpolated linearly inside the bucket that holds the rank, as Prometheus' h
 absolute error is at most the bucket's width (`bucket_width`). vLLM's defaults are coarse for the targets the
 law holds: e2e 0.3, 0.5, 0.8, 1.0, 1.5 s (a 1 s target sits in a 0.2-0.5 s wide bucket, 20-50 %), per-token
 0.01, 0.025, 0.05 s (a 20 ms target in a 15 ms wide bucket, 75 %); the calibration saw Prometheus read 0.49 s
-for a client's 0.36 s. The runtime therefore starts vLLM with the finer buckets of governor.signals
+for a client's 0.36 s. The runtime therefore starts vLLM with the finer buckets of governor.core.signals
 (PER_TOKEN_BUCKETS, REQUEST_BUCKETS): 2.5-5 ms wide around 20 ms, 0.2-0.25 s around 1 s. Two properties keep
 the law correct despite the remaining error: the interpolated value is monotone in the mass above each bound,
 so it moves in the right direction as latency shifts (the law acts on direction, through EWMA and the band);
@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from governor import promql, signals
-from governor.prom import Key, Reading, Snapshot
-from governor.signals import LatencyKind
+from governor.adapters.prometheus import Key, Reading, Snapshot
+from governor.core import promql, signals
+from governor.core.signals import LatencyKind
 
 
 def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:

@@ -25,12 +25,16 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from governor.adapters.engine import Actuator, PodTarget
+from governor.adapters.scrape import DirectScraper
+from governor.commands.run import duration
+from governor.core.law import LawConfig
+from governor.core.signals import LatencyKind
+from governor.services.standalone import Standalone
 from rich.console import Console
 from rich.live import Live
 
-from governor.actuation import Actuator, PodTarget
-from governor.commands.run import duration
-from governor.demo import (
+from governor_dev.demo import (
     DEMO_MODEL_LOAD,
     DemoPlan,
     PassResult,
@@ -41,12 +45,8 @@ from governor.demo import (
     phase_bounds,
     score,
 )
-from governor.demoview import live_view, plot, summary_table
-from governor.law import LawConfig
-from governor.loadgen import run_phases
-from governor.scrape import DirectScraper
-from governor.signals import LatencyKind
-from governor.standalone import Standalone
+from governor_dev.demoview import live_view, plot, summary_table
+from governor_dev.loadgen import run_phases
 
 HELP = "show the loop live: a real vLLM CPU engine, static vs governed cap on the same phased load"
 
@@ -102,7 +102,7 @@ def _engine(args: argparse.Namespace, ceiling: int) -> Iterator[Target]:
         ) as twin:
             yield Target(twin.base_urls[0], "tiny-llama", token)
         return
-    from governor.localengine import DEMO_LLAMA, start_runtime, write_tiny_llama
+    from governor_dev.localengine import DEMO_LLAMA, start_runtime, write_tiny_llama
 
     try:
         with (

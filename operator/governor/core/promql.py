@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from governor import signals
+from governor.core import signals
+from governor.core.signals import LatencyKind
 from governor.observability.queries import ISVC_LABEL, NAMESPACE_LABEL
-from governor.signals import LatencyKind
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
+from governor_runtime import contract
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-LIMITS_PATH = "/governor/v1/limits"
+LIMITS_PATH = contract.LIMITS_PATH
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import httpx
 
-from governor import spec as api
+from governor.core import spec as api
 
 Manifest = dict[str, Any]
 Verb = Literal["get", "list", "watch", "create", "patch", "delete"]
@@ -188,9 +188,9 @@ async def _request(
     group = _split(api_version)[0]
     resource = f"{plural}/{subresource}" if subresource else plural
     if verb not in PERMISSIONS.get((group, resource), frozenset()):
-        raise PermissionError(f"governor.kube does not declare {verb} on {group or 'core'}/{resource}")
+        raise PermissionError(f"the kube adapter does not declare {verb} on {group or 'core'}/{resource}")
     if _state.client is None:
-        raise RuntimeError("governor.kube is not configured: the operator's login handler calls configure()")
+        raise RuntimeError("the kube adapter is not configured: the login handler calls configure()")
     response = await _state.client.request(
         _HTTP_VERB[verb], _path(api_version, plural, namespace, name, subresource),
         json=body, headers={"Content-Type": content_type} if body is not None else None,
@@ -232,7 +232,7 @@ async def get_deployment(namespace: str, name: str) -> Manifest | None:
 async def has_api_group(group: str) -> bool:
     """Whether an API group is served (e.g. monitoring.coreos.com). Cached for a minute."""
     if _state.client is None:
-        raise RuntimeError("governor.kube is not configured")
+        raise RuntimeError("governor.adapters.kube is not configured")
     groups = _state.groups if _state.groups is not None else {}
     cached = groups.get(group)
     now = time.monotonic()

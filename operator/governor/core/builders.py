@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from governor import spec as api
+from governor.core import spec as api
 from governor.observability.scrape import pod_monitor_relabelings
 
 Manifest = dict[str, Any]

@@ -1,6 +1,6 @@
 """Reads the control loop's signals from the Prometheus HTTP API: typed results that never raise.
 
-One tick is one `PromReader.read`: every query of governor.promql, concurrently, each answering for all
+One tick is one `PromReader.read`: every query of governor.core.promql, concurrently, each answering for all
 services at once. Whatever goes wrong (Prometheus down, slow, an error answer, an empty vector, NaN,
 +Inf, data older than `stale_after_s`) becomes "unknown" (None) in the result, and
 `Snapshot.available` says whether Prometheus answered at all, so the loop can hold the cap and
@@ -17,9 +17,9 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from governor import promql
-from governor.law import Observation
-from governor.signals import LatencyKind
+from governor.core import promql
+from governor.core.law import Observation
+from governor.core.signals import LatencyKind
 
 Key = tuple[str, ...]
 

@@ -1,14 +1,14 @@
 """The operator's own Prometheus metrics (prometheus-client), served on ``governor operator --metrics-port``.
 
 A plain module of metric objects: handlers and the control loop import and update them. Names come from
-governor.signals (OP_*); labels are namespace/name of the InferenceService where one applies.
+governor.core.signals (OP_*); labels are namespace/name of the InferenceService where one applies.
 """
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge
 
-from governor import signals
+from governor.core import signals
 
 RECONCILES = Counter(
     signals.OP_RECONCILES, "Reconciles of an InferenceService's children, by trigger and result.",

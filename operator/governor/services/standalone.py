@@ -1,7 +1,8 @@
 """Standalone mode: the same law governing plain vLLM endpoints, without Kubernetes.
 
 The endpoints are the replicas of one service: every tick reads the signals (from Prometheus, grouped by one
-target label, or by scraping the endpoints' /metrics directly), decides with governor.law, and holds the cap
+target label, or by scraping the endpoints' /metrics directly), decides with governor.core.law, and holds
+the cap
 on every endpoint through the runtime's admin route. There are no replicas to write here: the planner's
 wish (current endpoints + the law's replica wish, within bounds) is exported as governor_desired_replicas and
 logged, for whatever scales the endpoints.
@@ -15,14 +16,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from governor import opmetrics, promql
-from governor.actuation import Actuator, Limits, PodTarget
-from governor.law import Decision, LawConfig, LawState, decide, initial_state
-from governor.planner import Cooldowns, Plan, PlannerState, ReplicaBounds, ScaleRequest, plan
-from governor.prom import PromReader, Reading, Snapshot
-from governor.scrape import DirectScraper, resolution_warning
+from governor.adapters import opmetrics
+from governor.adapters.engine import Actuator, Limits, PodTarget
+from governor.adapters.prometheus import PromReader, Reading, Snapshot
+from governor.adapters.scrape import DirectScraper, resolution_warning
+from governor.core import promql
+from governor.core.law import Decision, LawConfig, LawState, decide, initial_state
+from governor.core.planner import Cooldowns, Plan, PlannerState, ReplicaBounds, ScaleRequest, plan
 
-log = logging.getLogger("governor.standalone")
+log = logging.getLogger("governor.services.standalone")
 NAMESPACE = "standalone"
 
 

@@ -10,7 +10,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from governor.demo import DemoPlan, PassResult, Score, Tick, phase_bounds
+from governor_dev.demo import DemoPlan, PassResult, Score, Tick, phase_bounds
 
 
 def _ms(seconds: float | None) -> str:

@@ -51,7 +51,7 @@ Seed §4.3 inputs, with caps relative to the ceiling (the seed's 256 -> 64 is 0.
     -> one pre-emptive decrease step and `burst_hold_s` of additive-only raises. A hedge, not a verdict:
     while the smoothed P99 is below the band, burst mode neither lowers nor blocks a (cautious) raise.
     Modes and bursts only ever lower the cap for per-token SLOs (rule 8).
-13. Initial cap: the GPU profile table (governor.profiles) and the SLO (the largest measured cap whose
+13. Initial cap: the GPU profile table (governor.core.profiles) and the SLO (the largest measured cap whose
     TPOT P99 meets the SLO), else the ceiling (vLLM's own behaviour; the law then walks down).
 14. Overshoot after recovery (step2x: mean cap 164 vs knee 128; H200: 40 -> 116 in 14 s, P99 23 ms)
     -> the cap at which the SLO was last missed is remembered (TCP's ssthresh); raises are
@@ -69,8 +69,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from governor import profiles
-from governor.signals import LatencyKind
+from governor.core import profiles
+from governor.core.signals import LatencyKind
 
 Mode = Literal["normal", "long-tail", "burst"]
 

@@ -1,11 +1,17 @@
-"""Metric names: vLLM's own (read from vLLM 0.32 source) and the ones the governor adds.
+"""The contract between the runtime, the operator and the twin: one definition of each name they share.
 
-One source of truth: PromQL, dashboards, alert rules, the twin and the runtime import these constants.
+vLLM-free and dependency-free on purpose: the runtime image (vLLM's), the operator image (no vLLM) and the
+twin all import it. It holds vLLM's own metric names (read from vLLM 0.32 source), the series the runtime
+adds, the histogram buckets the runtime starts vLLM with, and the admin route.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from collections.abc import Mapping
+
+# The runtime's admin route: GET answers the limits an engine holds, PUT {"cap": N, "token_budget": M}
+# moves them.
+LIMITS_PATH = "/governor/v1/limits"
 
 # vLLM engine metrics (labels: model_name, engine).
 RUNNING = "vllm:num_requests_running"
@@ -23,53 +29,14 @@ TPOT = "vllm:request_time_per_output_token_seconds"
 QUEUE_TIME = "vllm:request_queue_time_seconds"
 REQUEST_PROMPT_TOKENS = "vllm:request_prompt_tokens"
 REQUEST_GENERATION_TOKENS = "vllm:request_generation_tokens"
+METRIC_LABELS = ("model_name", "engine")
 
-# Exported by the governor runtime plugin on vLLM's /metrics.
+# Exported by the runtime plugin on vLLM's /metrics (same labels).
 RUNTIME_CAP = "vllm_governor:max_num_active_seqs"
 RUNTIME_CEILING = "vllm_governor:max_num_seqs"
 RUNTIME_TOKEN_BUDGET = "vllm_governor:max_num_scheduled_tokens"
 RUNTIME_PROMPT_P95 = "vllm_governor:prompt_tokens_p95"
 RUNTIME_LONG_PROMPTS = "vllm_governor:long_prompts_total"
-
-# Exported by the operator (labels: namespace, name) on its own /metrics.
-OP_CAP = "governor_cap"
-OP_CEILING = "governor_cap_ceiling"
-OP_CAP_FLOOR = "governor_cap_floor"
-OP_P99 = "governor_latency_p99_seconds"
-OP_P99_SMOOTHED = "governor_latency_p99_smoothed_seconds"
-OP_SLO_TARGET = "governor_slo_target_seconds"
-OP_DECISIONS = "governor_decisions_total"
-OP_DESIRED_REPLICAS = "governor_desired_replicas"
-OP_RECONCILES = "governor_reconciles_total"
-OP_RECONCILE_ERRORS = "governor_reconcile_errors_total"
-OP_MANAGED = "governor_managed_objects"
-OP_CHILD_WRITES = "governor_child_writes_total"
-
-
-class LatencyKind(StrEnum):
-    """Which latency the SLO is about. TPOT is the per-token signal the cap governs (DESIGN.md)."""
-
-    TPOT = "tpot"
-    INTER_TOKEN = "interToken"
-    TTFT = "ttft"
-    E2E = "e2e"
-
-    @property
-    def histogram(self) -> str:
-        return _HISTOGRAMS[self]
-
-    @property
-    def per_token(self) -> bool:
-        """Per-token latencies are answered by the cap; queue-driven ones by replicas."""
-        return self in (LatencyKind.TPOT, LatencyKind.INTER_TOKEN)
-
-
-_HISTOGRAMS = {
-    LatencyKind.TPOT: TPOT,
-    LatencyKind.INTER_TOKEN: INTER_TOKEN_LATENCY,
-    LatencyKind.TTFT: TTFT,
-    LatencyKind.E2E: E2E_LATENCY,
-}
 
 # Finer buckets the runtime starts vLLM with (vLLM's defaults are 0.01, 0.025, 0.05 … for per-token and
 # 0.3, 0.5, 0.8 … for e2e, too coarse to place a P99 near a 20 ms or 1 s target). A quarter of a
@@ -78,8 +45,15 @@ PER_TOKEN_BUCKETS: tuple[float, ...] = (
     0.0005, 0.00075, 0.001, 0.00125, 0.0015, 0.00175, 0.002, 0.0025, 0.003, 0.0035, 0.004, 0.005,
     0.006, 0.008, 0.01, 0.0125, 0.015, 0.0175, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.06, 0.075, 0.1,
     0.15, 0.2, 0.3, 0.5, 1.0, 2.5,
-)
+)  # fmt: skip
 REQUEST_BUCKETS: tuple[float, ...] = (
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 2.5,
     3.0, 4.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0,
-)
+)  # fmt: skip
+# vLLM's bucket families: "inter_token_latency" feeds both inter-token latency and TPOT, "request_latency"
+# feeds e2e (and queue, prefill, decode, inference time), "time_to_first_token" feeds TTFT.
+VLLM_BUCKET_FAMILIES: Mapping[str, tuple[float, ...]] = {
+    "inter_token_latency": PER_TOKEN_BUCKETS,
+    "time_to_first_token": REQUEST_BUCKETS,
+    "request_latency": REQUEST_BUCKETS,
+}

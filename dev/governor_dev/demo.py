@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from governor.loadgen import Phase, RequestRecord
+from governor_dev.loadgen import Phase, RequestRecord
 
 # Light-load per-token latency × this = the SLO the demo holds (measured: heavy load at the ceiling runs
 # about 3–6× the light-load TPOT on the tiny CPU model; a cap near a third of the ceiling meets 2×).

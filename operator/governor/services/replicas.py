@@ -1,7 +1,7 @@
 """The replica planner's writer: the only code that writes an InferenceService's spec.replicas.
 
 Everyone who wants replicas calls `request_scale` (the control loop's anti-windup hand-off, the Alertmanager
-webhook); the pure planner (governor.planner) decides, deduplicating requests from different sources and
+webhook); the pure planner (governor.core.planner) decides, deduplicating requests from different sources and
 applying cooldowns and [minReplicas, maxReplicas]; this module writes the result through the scale
 subresource. What it does with a plan depends on spec.autoscaling:
 - disabled: the user's spec.replicas stands; nothing is planned or written.
@@ -23,11 +23,11 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from governor import kube, opmetrics
-from governor import spec as api
-from governor.planner import Cooldowns, Plan, PlannerState, ReplicaBounds, ScaleRequest, plan
+from governor.adapters import kube, opmetrics
+from governor.core import spec as api
+from governor.core.planner import Cooldowns, Plan, PlannerState, ReplicaBounds, ScaleRequest, plan
 
-log = logging.getLogger("governor.replicas")
+log = logging.getLogger("governor.services.replicas")
 
 _states: dict[tuple[str, str], PlannerState] = {}
 _locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)

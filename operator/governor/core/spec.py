@@ -24,8 +24,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from governor import profiles
-from governor.signals import LatencyKind
+from governor.core import profiles
+from governor.core.signals import LatencyKind
 
 GROUP = "governor.vllm.ai"
 VERSION = "v1alpha1"

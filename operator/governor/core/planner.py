@@ -1,7 +1,7 @@
 """The replica planner: the one place that decides replicas. Pure: (state, request, bounds) -> plan.
 
 Inputs are requests for one step (+1 or -1) from the law's anti-windup hand-off and from Alertmanager;
-the writer (governor.replicas) applies the plan through the scale subresource. The rules (DESIGN.md,
+the writer (governor.services.replicas) applies the plan through the scale subresource. The rules (DESIGN.md,
 "Who owns replicas"):
 - one step at a time, inside [min_replicas, max_replicas] (bounds that moved under the state clip it);
 - deduplication: an overload seen by both the law and an alert is one step, because a second "up"

@@ -1,0 +1,2 @@
+"""Adapters at the edge: the Kubernetes API, Prometheus, direct scrapes, the engines' admin route, the
+operator's metrics."""

@@ -1,0 +1,113 @@
+"""Metric names the operator reads and exports, and the latency kinds an SLO can govern.
+
+vLLM's names, the runtime's and the buckets come from `governor_runtime.contract` (one definition shared
+with the runtime and the twin); the operator's own series are named here.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+# vLLM's names and the runtime's, and the buckets: one definition, in the contract the runtime owns.
+from governor_runtime.contract import (  # re-exported for the operator's modules
+    E2E_LATENCY,
+    GENERATION_TOKENS,
+    INTER_TOKEN_LATENCY,
+    KV_CACHE_USAGE,
+    PER_TOKEN_BUCKETS,
+    PREEMPTIONS,
+    PROMPT_TOKENS,
+    QUEUE_TIME,
+    REQUEST_BUCKETS,
+    REQUEST_GENERATION_TOKENS,
+    REQUEST_PROMPT_TOKENS,
+    REQUEST_SUCCESS,
+    RUNNING,
+    RUNTIME_CAP,
+    RUNTIME_CEILING,
+    RUNTIME_LONG_PROMPTS,
+    RUNTIME_PROMPT_P95,
+    RUNTIME_TOKEN_BUDGET,
+    TPOT,
+    TTFT,
+    WAITING,
+    WAITING_BY_REASON,
+)
+
+# Exported by the operator (labels: namespace, name) on its own /metrics.
+OP_CAP = "governor_cap"
+OP_CEILING = "governor_cap_ceiling"
+OP_CAP_FLOOR = "governor_cap_floor"
+OP_P99 = "governor_latency_p99_seconds"
+OP_P99_SMOOTHED = "governor_latency_p99_smoothed_seconds"
+OP_SLO_TARGET = "governor_slo_target_seconds"
+OP_DECISIONS = "governor_decisions_total"
+OP_DESIRED_REPLICAS = "governor_desired_replicas"
+OP_RECONCILES = "governor_reconciles_total"
+OP_RECONCILE_ERRORS = "governor_reconcile_errors_total"
+OP_MANAGED = "governor_managed_objects"
+OP_CHILD_WRITES = "governor_child_writes_total"
+
+
+class LatencyKind(StrEnum):
+    """Which latency the SLO is about. TPOT is the per-token signal the cap governs (DESIGN.md)."""
+
+    TPOT = "tpot"
+    INTER_TOKEN = "interToken"
+    TTFT = "ttft"
+    E2E = "e2e"
+
+    @property
+    def histogram(self) -> str:
+        return _HISTOGRAMS[self]
+
+    @property
+    def per_token(self) -> bool:
+        """Per-token latencies are answered by the cap; queue-driven ones by replicas."""
+        return self in (LatencyKind.TPOT, LatencyKind.INTER_TOKEN)
+
+
+_HISTOGRAMS = {
+    LatencyKind.TPOT: TPOT,
+    LatencyKind.INTER_TOKEN: INTER_TOKEN_LATENCY,
+    LatencyKind.TTFT: TTFT,
+    LatencyKind.E2E: E2E_LATENCY,
+}
+
+__all__ = [
+    "E2E_LATENCY",
+    "GENERATION_TOKENS",
+    "INTER_TOKEN_LATENCY",
+    "KV_CACHE_USAGE",
+    "OP_CAP",
+    "OP_CAP_FLOOR",
+    "OP_CEILING",
+    "OP_CHILD_WRITES",
+    "OP_DECISIONS",
+    "OP_DESIRED_REPLICAS",
+    "OP_MANAGED",
+    "OP_P99",
+    "OP_P99_SMOOTHED",
+    "OP_RECONCILES",
+    "OP_RECONCILE_ERRORS",
+    "OP_SLO_TARGET",
+    "PER_TOKEN_BUCKETS",
+    "PREEMPTIONS",
+    "PROMPT_TOKENS",
+    "QUEUE_TIME",
+    "REQUEST_BUCKETS",
+    "REQUEST_GENERATION_TOKENS",
+    "REQUEST_PROMPT_TOKENS",
+    "REQUEST_SUCCESS",
+    "RUNNING",
+    "RUNTIME_CAP",
+    "RUNTIME_CEILING",
+    "RUNTIME_LONG_PROMPTS",
+    "RUNTIME_PROMPT_P95",
+    "RUNTIME_TOKEN_BUDGET",
+    "TPOT",
+    "TTFT",
+    "WAITING",
+    "WAITING_BY_REASON",
+    "LatencyKind",
+]
