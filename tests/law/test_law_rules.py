@@ -1,4 +1,4 @@
-"""One test per rule of the law (see governor/law.py): state + readings -> decision."""
+"""One test per rule of the law (see governor.core.law): state + readings -> decision."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from governor.core.law import (
     Observation,
     decide,
     initial_state,
-    seed_decide,
-    seed_step,
 )
 from governor.core.signals import LatencyKind
+from governor_twin.seed import seed_decide, seed_step
 
 SLO = 0.02
 CFG = LawConfig(slo_target_s=SLO, ceiling=64, min_cap=2, cooldown_s=10.0, tick_s=5.0)

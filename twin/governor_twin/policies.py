@@ -1,6 +1,6 @@
 """Cap policies for the benchmark. Each sees exactly what the operator sees (an `Observation` per tick
 over its window) and answers the cap. The project's law and the seed law plug in through `LawPolicy`, a thin
-adapter over `governor.core.law` (`decide(state, obs, cfg)` and `seed_decide`).
+adapter over `governor.core.law.decide(state, obs, cfg)` and `governor_twin.seed.seed_decide`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from governor.core.law import Decision, LawConfig, LawState, Observation, decide, initial_state, seed_decide
+from governor.core.law import Decision, LawConfig, LawState, Observation, decide, initial_state
 from governor.core.signals import LatencyKind
+
+from governor_twin.seed import seed_decide
 
 
 class Policy(Protocol):

@@ -1,0 +1,137 @@
+"""The law's vocabulary: its configuration, the state it keeps between ticks, one tick's reading, and its
+decision. LawState is stored as-is in the InferenceService status (status.law): its JSON is an interface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from governor.core.signals import LatencyKind
+
+Mode = Literal["normal", "long-tail", "burst"]
+
+
+class LawConfig(BaseModel):
+    """Everything the law needs to know about one governed service. Built from the spec or the CLI flags."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    slo_target_s: float = Field(gt=0)
+    latency_kind: LatencyKind = LatencyKind.TPOT
+    quantile: float = Field(default=0.99, gt=0, lt=1)
+    min_cap: int = Field(default=1, ge=1)
+    ceiling: int = Field(default=256, ge=1, description="startup max_num_seqs, or the user's lower max cap")
+    initial_cap: int | None = Field(default=None, ge=1)
+    gpu_type: str | None = None
+    model_class: str | None = None
+    decrease_factor: float = Field(default=0.8, gt=0, lt=1)
+    strongest_decrease: float = Field(default=0.5, gt=0, lt=1, description="factor for a P99 far above SLO")
+    increase_factor: float = Field(default=1.15, gt=1, le=4)
+    band_low: float = Field(default=0.9, gt=0, le=1)
+    band_high: float = Field(default=1.1, ge=1)
+    alpha: float = Field(default=0.5, gt=0, le=1, description="EWMA weight of the newest P99")
+    max_step: int | None = Field(default=None, ge=1)
+    cooldown_s: float = Field(default=10.0, ge=0)
+    raise_after_ticks: int = Field(default=2, ge=1)
+    tick_s: float = Field(default=5.0, gt=0)
+    window_s: float = Field(default=30.0, gt=0)
+    binding_fraction: float = Field(default=0.9, gt=0, le=1)
+    queue_binding_fraction: float = Field(
+        default=0.85, gt=0, le=1, description="busy share that binds when a queue waits beside it"
+    )
+    queue_min: float = Field(default=1.0, ge=0, description="waiting requests that count as a queue")
+    queue_growth_fraction: float = Field(default=0.1, gt=0, description="arrivals above completions, share")
+    queue_growth_min: float = Field(default=0.2, ge=0, description="req/s of queue growth that always counts")
+    replica_after_ticks: int = Field(default=3, ge=1)
+    queue_growth_ticks: int = Field(default=2, ge=1, description="ticks of queue growth that stop decreases")
+    idle_after_ticks: int = Field(default=12, ge=1)
+    idle_fraction: float = Field(default=0.5, gt=0, lt=1)
+    long_tail_fraction: float = Field(default=0.01, ge=0)
+    long_tail_cap_fraction: float = Field(default=0.25, gt=0, le=1)
+    long_tail_hold_s: float = Field(default=60.0, ge=0)
+    long_tail_base: float = Field(default=0.08, ge=0, description="long share, stationary traffic")
+    long_tail_shift: float = Field(default=1.3, gt=1, description="prompt P95 / its slow EWMA: a shift")
+    long_tail_alpha: float = Field(default=0.05, gt=0, le=1, description="EWMA weight, slow prompt P95")
+    long_tail_baseline_s: float = Field(
+        default=120.0, ge=0, description="prompt P95 history first: the runtime's 60 s window filled, twice"
+    )
+    burst_slope: float = Field(default=0.15, gt=0)
+    burst_ticks: int = Field(default=3, ge=1)
+    burst_min_rate: float = Field(default=0.5, ge=0)
+    burst_hold_s: float = Field(default=30.0, ge=0)
+    burst_baseline_ticks: int = Field(default=7, ge=0, description="ticks above burst_min_rate first")
+    cautious_fraction: float = Field(default=0.85, gt=0, le=1, description="of the last violation cap")
+    cautious_step: int = Field(default=2, ge=1, description="additive raise near the last violation cap")
+    memory_decay: float = Field(default=0.003, ge=0, description="per-tick rise of the violation cap")
+
+    @model_validator(mode="after")
+    def _coherent(self) -> LawConfig:
+        if self.min_cap > self.ceiling:
+            raise ValueError(f"min_cap {self.min_cap} is above the ceiling {self.ceiling}")
+        if self.band_low >= self.band_high:
+            raise ValueError("band_low must be below band_high")
+        return self
+
+    @property
+    def step_limit_fraction(self) -> float:
+        return max(1 - min(self.decrease_factor, self.strongest_decrease), self.increase_factor - 1)
+
+
+class LawState(BaseModel):
+    """What the law remembers between ticks; stored as-is in status.law."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    cap: int = Field(ge=1)
+    p99_smoothed: float | None = None
+    mode: Mode = "normal"
+    mode_until_s: float = 0.0
+    cooldown_until_s: float = 0.0
+    comfortable_ticks: int = 0
+    pressure_ticks: int = 0
+    idle_ticks: int = 0
+    rate_ewma: float | None = None
+    burst_ticks: int = 0
+    baseline_ticks: int = 0
+    prompt_p95_slow: float | None = None
+    violation_cap: float | None = None
+    cut_p99: float | None = None
+    shift_ticks: int = 0
+    cut_s: float = 0.0
+    waiting_prev: float | None = None
+    waiting_prev_s: float | None = None
+    growth_ticks: int = 0
+    ticks: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One tick's reading. None means unknown (no data, NaN, stale): the law never guesses it."""
+
+    now_s: float
+    p99_s: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None
+    preemption_rate: float | None = None
+    request_rate: float | None = None
+    prompt_p95: float | None = None
+    long_prompt_rate: float | None = None
+    queue_growth: float | None = None  # d(waiting)/dt in req/s over the window; else derived from `waiting`
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    cap: int
+    reason: str  # short code, a metric label
+    detail: str  # a sentence for Events and status
+    mode: Mode
+    replica_wish: Literal[-1, 0, 1]
+    state: LawState
+    previous_cap: int
+
+    @property
+    def direction(self) -> Literal["up", "down", "hold"]:
+        return "up" if self.cap > self.previous_cap else "down" if self.cap < self.previous_cap else "hold"
