@@ -136,14 +136,14 @@ async def _run_pass(
         long_tail_hold_s=4 * plan.window_s,
         burst_hold_s=2 * plan.window_s,
     )
-    scraper = DirectScraper()
     governor = Standalone(
         name="demo",
         endpoints=[target.base_url],
         token=target.token,
         cfg=cfg,
         actuator=actuator,
-        scraper=scraper,
+        scraper=DirectScraper(),
+        static_cap=None if adaptive else plan.ceiling,  # static: the same step holds the ceiling and watches
     )
     result = PassResult("governed" if adaptive else "static", adaptive)
     load = asyncio.create_task(
@@ -157,39 +157,20 @@ async def _run_pass(
         with live or contextlib.nullcontext():
             while not load.done():
                 t = time.monotonic() - t0
-                if adaptive:
-                    report = await governor.tick()
-                    d, reading = report.decision, report.reading
-                    tick = Tick(
-                        t,
-                        phase_at(plan, t),
-                        d.cap,
-                        reading.p99(LatencyKind.TPOT, 0.99),
-                        d.state.p99_smoothed,
-                        reading.running,
-                        reading.waiting,
-                        None,
-                        d.reason,
-                        d.previous_cap,
-                    )
-                else:
-                    snap = await scraper.read(
-                        {("demo",): [target.base_url]},
-                        plan.window_s,
-                        min(plan.window_s, 2 * plan.tick_s),
-                        {(LatencyKind.TPOT, 0.99)},
-                    )
-                    reading = snap.get(("demo",))
-                    tick = Tick(
-                        t,
-                        phase_at(plan, t),
-                        plan.ceiling,
-                        reading.p99(LatencyKind.TPOT, 0.99),
-                        None,
-                        reading.running,
-                        reading.waiting,
-                        None,
-                    )
+                report = await governor.tick()
+                d, reading = report.decision, report.reading
+                tick = Tick(
+                    t,
+                    phase_at(plan, t),
+                    d.cap,
+                    reading.p99(LatencyKind.TPOT, 0.99),
+                    d.state.p99_smoothed if adaptive else None,
+                    reading.running,
+                    reading.waiting,
+                    None,
+                    d.reason if adaptive else "",
+                    d.previous_cap if adaptive else None,
+                )
                 result.ticks.append(tick)
                 recent = [
                     r

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-from governor.handlers.webhook import Receiver, ReceiverConfig, start
 from governor.observability import alerts, scrape
-from governor.services import replicas
+from governor.services.alert_receiver import Receiver, ReceiverConfig, start
+from governor.services.replicas import ReplicaWriter
 
 from tests.observability.stack import RulesPrometheus, running_alertmanager
 from tests.support.engine import Engine, free_port, prompt_ids
@@ -39,7 +39,7 @@ SPEC: dict[str, Any] = {
 async def webhook_port(governor_cluster: Cluster) -> AsyncIterator[int]:
     port = free_port()
     runner = await start(Receiver(ReceiverConfig(token=TOKEN, port=port, host="127.0.0.1"),
-                                  replicas.request_scale))
+                                  ReplicaWriter().request_scale))
     yield port
     await runner.cleanup()
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest_asyncio
-from governor.handlers.webhook import Receiver, ReceiverConfig, start
-from governor.services import replicas
+from governor.services.alert_receiver import Receiver, ReceiverConfig, start
+from governor.services.replicas import ReplicaWriter
 
 from tests.support.engine import free_port
 from tests.support.fixtures_kube import DEPLOYMENTS, ISVC, Cluster
@@ -29,7 +29,7 @@ AUTOSCALED: dict[str, Any] = {
 async def receiver_url(governor_cluster: Cluster) -> AsyncIterator[str]:
     port = free_port()
     runner = await start(Receiver(ReceiverConfig(token=TOKEN, port=port, host="127.0.0.1"),
-                                  replicas.request_scale))
+                                  ReplicaWriter().request_scale))
     yield f"http://127.0.0.1:{port}/alertmanager"
     await runner.cleanup()
 

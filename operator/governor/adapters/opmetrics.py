@@ -6,9 +6,15 @@ governor.core.signals (OP_*); labels are namespace/name of the InferenceService 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import Counter, Gauge
 
 from governor.core import signals
+
+if TYPE_CHECKING:
+    from governor.core.law import LawConfig
+    from governor.services.control import StepReport
 
 RECONCILES = Counter(
     signals.OP_RECONCILES, "Reconciles of an InferenceService's children, by trigger and result.",
@@ -43,3 +49,25 @@ DESIRED_REPLICAS = Gauge(
     signals.OP_DESIRED_REPLICAS, "Replicas the replica planner wants (exported even when it does not write).",
     _ISVC,
 )
+
+
+def export_step(namespace: str, name: str, cfg: LawConfig, report: StepReport) -> None:
+    """One control step's series (the Kopf loop and `governor run` export the same ones)."""
+    labels = {"namespace": namespace, "name": name}
+    decision = report.decision
+    CAP.labels(**labels).set(decision.cap)
+    CEILING.labels(**labels).set(cfg.ceiling)
+    CAP_FLOOR.labels(**labels).set(cfg.min_cap)
+    SLO_TARGET.labels(**labels).set(cfg.slo_target_s)
+    P99.labels(**labels).set(float("nan") if report.observed_p99 is None else report.observed_p99)
+    if decision.state.p99_smoothed is not None:
+        P99_SMOOTHED.labels(**labels).set(decision.state.p99_smoothed)
+    if report.desired_replicas is not None:
+        DESIRED_REPLICAS.labels(**labels).set(report.desired_replicas)
+    DECISIONS.labels(**labels, direction=decision.direction, reason=decision.reason).inc()
+
+
+def forget_service(namespace: str, name: str) -> None:
+    """A loop that stops leaves no stale value behind: its gauges read NaN (absent in PromQL)."""
+    for metric in (CAP, P99, P99_SMOOTHED):
+        metric.labels(namespace=namespace, name=name).set(float("nan"))

@@ -11,65 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
 from governor.core import promql
-from governor.core.law import Observation
+from governor.core.reading import Key, Reading, Snapshot
 from governor.core.signals import LatencyKind
-
-Key = tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One service's signals for one tick; None wherever the value is unknown."""
-
-    latency: dict[str, float | None] = field(
-        default_factory=dict
-    )  # promql.latency_signal(kind, q) -> seconds
-    running: float | None = None
-    waiting: float | None = None
-    queue_growth: float | None = None
-    kv_usage: float | None = None
-    preemption_rate: float | None = None
-    request_rate: float | None = None
-    prompt_p95: float | None = None
-    long_prompt_rate: float | None = None
-    cap: float | None = None  # the cap the engines hold (min over pods), from the runtime's gauge
-
-    def p99(self, kind: LatencyKind, quantile: float) -> float | None:
-        return self.latency.get(promql.latency_signal(kind, quantile))
-
-    def observation(self, now_s: float, kind: LatencyKind, quantile: float) -> Observation:
-        return Observation(
-            now_s=now_s,
-            p99_s=self.p99(kind, quantile),
-            running=self.running,
-            waiting=self.waiting,
-            kv_usage=self.kv_usage,
-            preemption_rate=self.preemption_rate,
-            request_rate=self.request_rate,
-            prompt_p95=self.prompt_p95,
-            long_prompt_rate=self.long_prompt_rate,
-            queue_growth=self.queue_growth,
-        )
-
-
-EMPTY = Reading()
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    available: bool
-    error: str | None = None
-    services: dict[Key, Reading] = field(default_factory=dict)
-
-    def get(self, key: Key) -> Reading:
-        return self.services.get(key, EMPTY)
 
 
 class _Sample(BaseModel):

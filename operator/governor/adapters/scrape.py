@@ -7,7 +7,7 @@ restarted: its new value is the whole increase, as rate() treats a reset), poole
 
 Quantiles and vLLM's buckets. A histogram only says how many observations fell in each bucket, so the quantile
 is interpolated linearly inside the bucket that holds the rank, as Prometheus' histogram_quantile does
-(`histogram_quantile` below gives the same answers). The true quantile lies somewhere in that bucket, so the
+(`governor.core.histogram` gives the same answers). The true quantile lies somewhere in that bucket, so the
 absolute error is at most the bucket's width (`bucket_width`). vLLM's defaults are coarse for the targets the
 law holds: e2e 0.3, 0.5, 0.8, 1.0, 1.5 s (a 1 s target sits in a 0.2-0.5 s wide bucket, 20-50 %), per-token
 0.01, 0.025, 0.05 s (a 20 ms target in a 15 ms wide bucket, 75 %); the calibration saw Prometheus read 0.49 s
@@ -22,7 +22,6 @@ buckets where the target is.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -31,37 +30,10 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from governor.adapters.prometheus import Key, Reading, Snapshot
 from governor.core import promql, signals
+from governor.core.histogram import bucket_width, histogram_quantile
+from governor.core.reading import Key, Reading, Snapshot
 from governor.core.signals import LatencyKind
-
-
-def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
-    """Prometheus' interpolation over cumulative (upper bound, count) pairs, +Inf last. None when empty."""
-    ordered = sorted(buckets)
-    if not ordered or ordered[-1][1] <= 0 or not math.isinf(ordered[-1][0]):
-        return None
-    rank = q * ordered[-1][1]
-    lower, below = 0.0, 0.0
-    for upper, count in ordered:
-        if count >= rank:
-            if math.isinf(upper):  # above every finite bound: the largest finite bound is all we know
-                return lower
-            if count == below:
-                return upper
-            return lower + (upper - lower) * (rank - below) / (count - below)
-        lower, below = upper, count
-    return lower
-
-
-def bucket_width(bounds: Sequence[float], value: float) -> float:
-    """Width of the bucket that holds `value`: the worst-case error of a quantile that lands there."""
-    lower = 0.0
-    for upper in sorted(bounds):
-        if value <= upper:
-            return upper - lower
-        lower = upper
-    return math.inf
 
 
 def resolution_warning(kind: LatencyKind, slo_s: float, band: float) -> str | None:

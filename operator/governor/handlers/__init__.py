@@ -1,10 +1,14 @@
 """Kopf handlers of the governor, one module per concern. ``kopf run -m governor.handlers`` or
-``governor operator`` loads them all: children (this package's spine: children, status, drift repair).
-Other modules (the control loop, the Alertmanager webhook) add their import below.
+``governor operator`` loads them all: set-up (settings, login, the context in Kopf's memo), children
+(children, status, drift repair), the control loop (one daemon per InferenceService) and the Alertmanager
+receiver (GOVERNOR_WEBHOOK_ENABLED). Handlers are thin: the work is in governor.services.
 """
 
-from governor.handlers import children
+from governor.handlers import (
+    children,
+    loop,
+    startup,  # first: its startup handlers fill the memo the others read
+    webhook,
+)
 
-__all__ = ["children"]
-from governor.handlers import loop as loop  # the control loop (one daemon per InferenceService)
-from governor.handlers import webhook as webhook  # the Alertmanager receiver (GOVERNOR_WEBHOOK_ENABLED)
+__all__ = ["children", "loop", "startup", "webhook"]

@@ -15,14 +15,17 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from governor.adapters import opmetrics
 from governor.adapters.engine import Actuator, Limits, PodTarget
-from governor.adapters.prometheus import PromReader, Reading, Snapshot
+from governor.adapters.prometheus import PromReader
 from governor.adapters.scrape import DirectScraper, resolution_warning
 from governor.core import promql
-from governor.core.law import Decision, LawConfig, LawState, decide, initial_state
-from governor.core.planner import Cooldowns, Plan, PlannerState, ReplicaBounds, ScaleRequest, plan
+from governor.core.law import Decision, LawConfig, LawState, initial_state
+from governor.core.planner import Cooldowns, PlannerState, ReplicaBounds, ScaleRequest, plan
+from governor.core.reading import Reading
+from governor.services.control import Applied, Law, Observed, StepReport, control_step, on_grid
 
 log = logging.getLogger("governor.services.standalone")
 NAMESPACE = "standalone"
@@ -50,6 +53,11 @@ async def discover_limits(actuator: Actuator, pods: Sequence[PodTarget]) -> Limi
 
 
 class Standalone:
+    """The control step's edges for plain endpoints, and its driver (`tick`, `run`).
+
+    `static_cap` set: the step holds that cap and only watches (the demo's static pass); else `law` decides.
+    """
+
     def __init__(
         self,
         *,
@@ -66,6 +74,8 @@ class Standalone:
         replica_bounds: ReplicaBounds | None = None,
         cooldowns: Cooldowns | None = None,
         clock: Callable[[], float] = time.monotonic,
+        law: Law | None = None,
+        static_cap: int | None = None,
     ) -> None:
         self.name = name
         self.cfg = cfg
@@ -81,93 +91,92 @@ class Standalone:
         self.cooldowns = cooldowns or Cooldowns(up_s=cfg.window_s, down_s=cfg.window_s * 5)
         self.planner = PlannerState(replicas=n)
         self.clock = clock
-        self._labels = {"namespace": NAMESPACE, "name": name}
-        opmetrics.SLO_TARGET.labels(**self._labels).set(cfg.slo_target_s)
-        opmetrics.CEILING.labels(**self._labels).set(cfg.ceiling)
-        opmetrics.CAP_FLOOR.labels(**self._labels).set(cfg.min_cap)
+        self.law = law
+        self.static_cap = static_cap
+        self._plan_note = ""
         warning = resolution_warning(cfg.latency_kind, cfg.slo_target_s, cfg.band_high - 1)
         if warning:
             log.warning(warning)
 
-    async def _snapshot(self) -> Snapshot:
+    # --- the step's edges ---
+
+    async def observe(self) -> Observed:
         wanted = {(self.cfg.latency_kind, self.cfg.quantile)}
         gauge_window = min(self.cfg.window_s, 2 * self.cfg.tick_s)
-        if self.prometheus is not None:
-            return await self.prometheus.read(self.grouping, self.cfg.window_s, gauge_window, wanted)
-        assert self.scraper is not None
         key = (self.group_value,)
-        return await self.scraper.read(
-            {key: [p.base_url for p in self.pods]}, self.cfg.window_s, gauge_window, wanted
+        if self.prometheus is not None:
+            snapshot = await self.prometheus.read(self.grouping, self.cfg.window_s, gauge_window, wanted)
+        else:
+            assert self.scraper is not None
+            snapshot = await self.scraper.read(
+                {key: [p.base_url for p in self.pods]}, self.cfg.window_s, gauge_window, wanted
+            )
+        return Observed(
+            reading=snapshot.get(key),
+            available=snapshot.available,
+            fresh=key in snapshot.services,
+            error=snapshot.error,
         )
 
-    async def tick(self) -> TickReport:
-        now = self.clock()
-        snapshot = await self._snapshot()
-        reading = snapshot.get((self.group_value,))
-        decision = decide(
-            self.state, reading.observation(now, self.cfg.latency_kind, self.cfg.quantile), self.cfg
-        )
-        self.state = decision.state
-        results = await self.actuator.ensure(self.pods, decision.cap)
-        errors = [f"{r.pod}: {r.error}" for r in results if not r.ok]
-        if snapshot.error:
-            errors.append(f"metrics: {snapshot.error}")
+    async def actuate(self, cap: int) -> Applied:
+        results = await self.actuator.ensure(self.pods, cap)
         held = self.actuator.held([p for p, r in zip(self.pods, results, strict=True) if r.ok])
-        step: Plan | None = None
-        if decision.replica_wish:
-            request = ScaleRequest(
-                direction=decision.replica_wish, source="law", reason=decision.reason, now_s=now
-            )
-            step = plan(self.planner, request, self.replica_bounds, self.cooldowns)
-            self.planner = step.state
-        self._export(decision, reading)
+        return Applied(held, tuple(f"{r.pod}: {r.error}" for r in results if not r.ok))
+
+    async def plan_replicas(self, wish: Literal[-1, 1], decision: Decision, now_s: float) -> int | None:
+        """No replicas to write here: the planner's answer is exported and logged for whatever scales."""
+        request = ScaleRequest(direction=wish, source="law", reason=decision.reason, now_s=now_s)
+        step = plan(self.planner, request, self.replica_bounds, self.cooldowns)
+        self.planner = step.state
+        self._plan_note = f" ({step.reason}: {step.detail})"
+        return self.planner.replicas
+
+    def export(self, report: StepReport) -> None:
+        opmetrics.export_step(NAMESPACE, self.name, self.cfg, report)
+        opmetrics.DESIRED_REPLICAS.labels(namespace=NAMESPACE, name=self.name).set(self.planner.replicas)
+        d, errors = report.decision, report.errors
         log.info(
             "cap %d -> %d (%s, mode %s): %s; p99 %s smoothed %s slo %gs; desired replicas %d%s%s",
-            decision.previous_cap,
-            decision.cap,
-            decision.reason,
-            decision.mode,
-            decision.detail,
-            _fmt(reading.p99(self.cfg.latency_kind, self.cfg.quantile)),
-            _fmt(decision.state.p99_smoothed),
+            d.previous_cap,
+            d.cap,
+            d.reason,
+            d.mode,
+            d.detail,
+            _fmt(report.observed_p99),
+            _fmt(d.state.p99_smoothed),
             self.cfg.slo_target_s,
             self.planner.replicas,
-            f" ({step.reason}: {step.detail})" if step else "",
+            self._plan_note,
             f"; errors: {'; '.join(errors)}" if errors else "",
         )
-        return TickReport(
-            decision=decision,
-            snapshot_available=snapshot.available,
-            held_cap=held,
-            desired_replicas=self.planner.replicas,
-            reading=reading,
-            errors=errors,
-        )
+        self._plan_note = ""
 
-    def _export(self, decision: Decision, reading: Reading) -> None:
-        labels = self._labels
-        opmetrics.CAP.labels(**labels).set(decision.cap)
-        opmetrics.DESIRED_REPLICAS.labels(**labels).set(self.planner.replicas)
-        opmetrics.DECISIONS.labels(**labels, direction=decision.direction, reason=decision.reason).inc()
-        p99 = reading.p99(self.cfg.latency_kind, self.cfg.quantile)
-        if p99 is not None:
-            opmetrics.P99.labels(**labels).set(p99)
-        if decision.state.p99_smoothed is not None:
-            opmetrics.P99_SMOOTHED.labels(**labels).set(decision.state.p99_smoothed)
+    # --- the driver ---
+
+    async def tick(self) -> TickReport:
+        law = {} if self.law is None else {"law": self.law}
+        report = await control_step(
+            self.state, self.cfg, self, self.clock(), static_cap=self.static_cap, **law
+        )
+        self.state = report.decision.state
+        return TickReport(
+            decision=report.decision,
+            snapshot_available=report.observed.available,
+            held_cap=report.applied.held_cap,
+            desired_replicas=self.planner.replicas,
+            reading=report.observed.reading,
+            errors=list(report.errors),
+        )
 
     async def run(self, ticks: int | None = None) -> list[TickReport]:
         """Tick every cfg.tick_s on a fixed grid (sharp: a slow tick does not shift the next ones)."""
         reports: list[TickReport] = []
-        start, slot = self.clock(), 0
-        while ticks is None or len(reports) < ticks:
+
+        async def one() -> float:
             reports.append(await self.tick())
-            if ticks is not None and len(reports) >= ticks:
-                break
-            slot += 1
-            behind = self.clock() - (start + slot * self.cfg.tick_s)
-            if behind > 0:  # fell behind: skip the missed slots rather than bursting through them
-                slot += int(behind // self.cfg.tick_s) + 1
-            await asyncio.sleep(max(0.0, start + slot * self.cfg.tick_s - self.clock()))
+            return self.cfg.tick_s
+
+        await on_grid(one, asyncio.sleep, lambda: ticks is not None and len(reports) >= ticks, self.clock)
         return reports
 
     async def aclose(self) -> None:

@@ -1,0 +1,63 @@
+"""One tick's signals as the metrics adapters answer them: pure values, no I/O.
+
+Prometheus (governor.adapters.prometheus) and the direct scrape (governor.adapters.scrape) both answer a
+`Snapshot`: one `Reading` per service key, None wherever a value is unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from governor.core import promql
+from governor.core.law import Observation
+from governor.core.signals import LatencyKind
+
+Key = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One service's signals for one tick; None wherever the value is unknown."""
+
+    latency: dict[str, float | None] = field(
+        default_factory=dict
+    )  # promql.latency_signal(kind, q) -> seconds
+    running: float | None = None
+    waiting: float | None = None
+    queue_growth: float | None = None
+    kv_usage: float | None = None
+    preemption_rate: float | None = None
+    request_rate: float | None = None
+    prompt_p95: float | None = None
+    long_prompt_rate: float | None = None
+    cap: float | None = None  # the cap the engines hold (min over pods), from the runtime's gauge
+
+    def p99(self, kind: LatencyKind, quantile: float) -> float | None:
+        return self.latency.get(promql.latency_signal(kind, quantile))
+
+    def observation(self, now_s: float, kind: LatencyKind, quantile: float) -> Observation:
+        return Observation(
+            now_s=now_s,
+            p99_s=self.p99(kind, quantile),
+            running=self.running,
+            waiting=self.waiting,
+            kv_usage=self.kv_usage,
+            preemption_rate=self.preemption_rate,
+            request_rate=self.request_rate,
+            prompt_p95=self.prompt_p95,
+            long_prompt_rate=self.long_prompt_rate,
+            queue_growth=self.queue_growth,
+        )
+
+
+EMPTY = Reading()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    available: bool
+    error: str | None = None
+    services: dict[Key, Reading] = field(default_factory=dict)
+
+    def get(self, key: Key) -> Reading:
+        return self.services.get(key, EMPTY)

@@ -1,0 +1,201 @@
+"""The control step's edges in the cluster, and one governed tick of an InferenceService.
+
+The edges: signals from the shared `SignalHub` (Prometheus or the pods' /metrics), the cap held on every
+ready pod through the runtime's admin route with the token from the <name>-admin-token Secret, the replica
+wish to the one replica writer, the operator's metrics. After the step, status (through the pure builder in
+governor.core.status) and an Event when the cap changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import kopf
+from pydantic import ValidationError
+
+from governor.adapters import kube, opmetrics
+from governor.adapters.engine import Actuator, PodTarget
+from governor.core import builders
+from governor.core import spec as api
+from governor.core import status as status_builders
+from governor.core.law import Decision, LawConfig, LawState, initial_state
+from governor.core.reading import Key
+from governor.services.control import Applied, Observed, StepReport, control_step
+from governor.services.replicas import ReplicaWriter
+from governor.services.signal_hub import SignalHub
+
+TOKEN_TTL_S = 60.0
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """A governed pod as the Kopf index holds it."""
+
+    name: str
+    uid: str
+    url: str | None  # http://IP:PORT of the container port named "http"; None until the pod has an IP
+    ready: bool
+    restarts: int
+
+    def target(self, token: str | None) -> PodTarget | None:
+        if self.url is None or not self.ready:
+            return None
+        return PodTarget(name=self.name, base_url=self.url, token=token, key=f"{self.uid}/{self.restarts}")
+
+
+@dataclass
+class OperatorContext:
+    """The operator's long-lived clients and state, created by a startup handler and kept in Kopf's memo."""
+
+    hub: SignalHub = field(default_factory=SignalHub)
+    actuator: Actuator = field(default_factory=Actuator)
+    replicas: ReplicaWriter = field(default_factory=ReplicaWriter)
+    tokens: dict[Key, tuple[float, str | None]] = field(default_factory=dict)
+
+    async def token(self, key: Key, refresh: bool = False) -> str | None:
+        cached = self.tokens.get(key)
+        if cached is not None and not refresh and time.monotonic() - cached[0] < TOKEN_TTL_S:
+            return cached[1]
+        secret = await kube.get("v1", "Secret", key[0], builders.names(key[1]).secret)
+        token = kube.secret_value(secret, builders.TOKEN_KEY)
+        self.tokens[key] = (time.monotonic(), token)
+        return token
+
+    def forget(self, key: Key) -> None:
+        self.hub.forget(key)
+        self.tokens.pop(key, None)
+
+    async def aclose(self) -> None:
+        await self.actuator.aclose()
+        await self.hub.aclose()
+
+
+def law_config(spec: api.InferenceServiceSpec, resolved: api.Resolved) -> LawConfig:
+    """The law's parameters from the spec (the spec's band is symmetric: ±band around the target)."""
+    slo = spec.slo or api.SLO(target_ms=1000.0)
+    a = spec.adaptive
+    return LawConfig(
+        slo_target_s=slo.target_ms / 1000,
+        latency_kind=slo.kind,
+        quantile=slo.quantile,
+        min_cap=resolved.min_cap,
+        ceiling=resolved.max_cap,
+        initial_cap=resolved.initial_cap,
+        decrease_factor=a.decrease_factor,
+        increase_factor=a.increase_factor,
+        band_low=1 - a.band,
+        band_high=1 + a.band,
+        alpha=a.ewma_alpha,
+        cooldown_s=a.cooldown_seconds,
+        tick_s=a.tick_seconds,
+        window_s=a.window_seconds,
+        long_tail_cap_fraction=a.long_tail.cap_fraction if a.long_tail.enabled else 1.0,
+        long_tail_fraction=0.01 if a.long_tail.enabled else float("inf"),
+        burst_ticks=a.burst.ticks if a.burst.enabled else 10**9,
+    )
+
+
+def resume(body: Mapping[str, Any], cfg: LawConfig) -> LawState:
+    """The law's state from status.law (an operator restart resumes, not resets), else a fresh start."""
+    saved = (body.get("status") or {}).get("law")
+    if saved:
+        try:
+            return LawState.model_validate(saved)
+        except ValidationError:
+            pass
+    return initial_state(cfg)
+
+
+@dataclass
+class ClusterEdges:
+    """The control step's I/O for one InferenceService's ready pods."""
+
+    ctx: OperatorContext
+    key: tuple[str, str]
+    cfg: LawConfig
+    pods: list[PodInfo]
+    logger: kopf.Logger | logging.Logger
+    targets: list[PodTarget] = field(default_factory=list)
+
+    async def observe(self) -> Observed:
+        token = await self.ctx.token(self.key)
+        self.targets = [t for t in (p.target(token) for p in self.pods) if t is not None]
+        urls = tuple(t.base_url for t in self.targets)
+        snapshot, reading = await self.ctx.hub.read(self.key, self.cfg, urls)
+        return Observed(reading, snapshot.available, self.key in snapshot.services, snapshot.error)
+
+    async def actuate(self, cap: int) -> Applied:
+        results = await self.ctx.actuator.ensure(self.targets, cap)
+        if any(r.error and "401" in r.error for r in results):  # the Secret was rotated: read it again
+            token = await self.ctx.token(self.key, refresh=True)
+            self.targets = [t for t in (p.target(token) for p in self.pods) if t is not None]
+            results = await self.ctx.actuator.ensure(self.targets, cap, force=True)
+        errors = tuple(f"pod {r.pod}: cap {cap} not applied: {r.error}" for r in results if not r.ok)
+        for error in errors:
+            self.logger.warning(error)
+        held = self.ctx.actuator.held([t for t, r in zip(self.targets, results, strict=True) if r.ok])
+        return Applied(held, errors)
+
+    async def plan_replicas(self, wish: Literal[-1, 1], decision: Decision, now_s: float) -> int | None:
+        try:
+            namespace, name = self.key
+            step = await self.ctx.replicas.request_scale(namespace, name, wish, "law", decision.detail)
+        except kube.KubeError as exc:
+            self.logger.warning(f"replica request not written: {exc}")
+            return None
+        return None if step is None else step.replicas
+
+    def export(self, report: StepReport) -> None:
+        namespace, name = self.key
+        opmetrics.export_step(namespace, name, self.cfg, report)
+
+
+async def govern(
+    ctx: OperatorContext,
+    body: kopf.Body,
+    spec: api.InferenceServiceSpec,
+    resolved: api.Resolved,
+    cfg: LawConfig,
+    state: LawState,
+    pods: list[PodInfo],
+    logger: kopf.Logger | logging.Logger,
+) -> LawState:
+    """One tick of one InferenceService: the control step, then status and an Event on a cap change."""
+    key = (body["metadata"].get("namespace") or "", body["metadata"]["name"])
+    edges = ClusterEdges(ctx, key, cfg, pods, logger)
+    report = await control_step(
+        state, cfg, edges, time.monotonic(), static_cap=None if resolved.adaptive else resolved.initial_cap
+    )
+    decision, observed = report.decision, report.observed
+    if decision.cap != decision.previous_cap:
+        kopf.info(
+            body,
+            reason="CapChanged",
+            message=f"cap {decision.previous_cap} -> {decision.cap}: {decision.reason}: {decision.detail}",
+        )
+    fresh = observed.available and observed.fresh
+    metrics = (
+        fresh,
+        "Fresh" if fresh else ("SourceUnavailable" if not observed.available else "NoSeries"),
+        "" if fresh else (observed.error or "no fresh series for this InferenceService"),
+    )
+
+    def change(live: Mapping[str, Any]) -> dict[str, Any]:
+        return status_builders.loop_status(
+            live,
+            decision=decision,
+            cfg=cfg,
+            ceiling=resolved.ceiling,
+            observed_p99_s=report.observed_p99,
+            metrics=metrics,
+            held_cap=report.applied.held_cap,
+            desired_replicas=report.desired_replicas,
+            now=api.now_iso(),
+        )
+
+    await kube.update_inferenceservice_status(*key, change)
+    return decision.state
