@@ -39,6 +39,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   quiet "${pip[@]}" install --ignore-requires-python "helm-sdkpy>=0.1.32"
   echo "$want" >"$stamp"
 fi
+# checkov (tests/security) pins packaging<24 and networkx<2.7, which break pytest and torch: its own venv.
+checkov_venv="$root/.cache/checkov-venv"
+if [ ! -x "$checkov_venv/bin/checkov" ]; then
+  echo "setup: installing checkov into $checkov_venv"
+  "$py" -m venv "$checkov_venv"
+  quiet "$checkov_venv/bin/python" -m pip --disable-pip-version-check -q install "checkov>=3.2"
+fi
 "$venv/bin/python" -c "import vllm, kopf, kmock, governor, governor_runtime" >/dev/null 2>&1 \
   || { echo "setup: the virtualenv at $venv does not import; remove $stamp and re-run" >&2; exit 1; }
 echo "setup: ready ($venv)"

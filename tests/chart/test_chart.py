@@ -30,6 +30,7 @@ def test_install_creates_crd_first_then_every_part() -> None:
     assert sorted(kinds) == sorted([
         "CustomResourceDefinition", "ServiceAccount", "Secret", "ConfigMap", "ClusterRole",
         "ClusterRoleBinding", "Service", "Service", "Deployment", "PrometheusRule", "ServiceMonitor",
+        "NetworkPolicy",
     ])
 
 
@@ -51,12 +52,14 @@ def test_operator_runs_non_root_read_only_with_probes_and_resources() -> None:
     (container,) = pod["containers"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"] == {
-        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-        "capabilities": {"drop": ["ALL"]},
+        "allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
     }
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+    assert container["resources"]["limits"]["cpu"]
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
     assert {p["name"] for p in container["ports"]} == {"metrics", "webhook", "probes"}
     env = {e["name"]: e.get("value") for e in container["env"]}
@@ -140,3 +143,26 @@ def test_values_yaml_defaults_are_the_alert_source_defaults() -> None:
 def test_values_schema_rejects_bad_values(values: dict[str, Any], complaint: str) -> None:
     with pytest.raises(InstallFailed, match=complaint):
         install(values)
+
+
+def test_operator_network_policy_opens_only_its_ports() -> None:
+    release = install()
+    policy = release.one("NetworkPolicy")["spec"]
+    pod_labels = release.one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["policyTypes"] == ["Ingress"]
+    (rule,) = policy["ingress"]
+    assert sorted(p["port"] for p in rule["ports"]) == [8080, 8081, 9090] and "from" not in rule
+    peers = [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    narrowed = install({"networkPolicy": {"ingressFrom": peers}, "webhook": {"enabled": False}})
+    (rule,) = narrowed.one("NetworkPolicy")["spec"]["ingress"]
+    assert rule["from"] == peers and sorted(p["port"] for p in rule["ports"]) == [8080, 9090]
+    assert all(o["kind"] != "NetworkPolicy" for o in install({"networkPolicy": {"enabled": False}}).objects)
+
+
+def test_image_digest_pins_the_operator_image() -> None:
+    digest = "sha256:" + "a" * 64
+    pod = install({"image": {"digest": digest}}).one("Deployment")["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == f"ghcr.io/vllm-governor/operator@{digest}"
+    with pytest.raises(InstallFailed, match="digest"):
+        install({"image": {"digest": "latest"}})

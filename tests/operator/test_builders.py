@@ -53,15 +53,22 @@ def test_deployment_carries_the_contract() -> None:
     assert args[:2] == ["--initial-cap", "64"]
     assert args[args.index("--max-num-seqs") + 1] == "256"
     assert container["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
-    assert {"name": "GOVERNOR_ADMIN_TOKEN", "valueFrom": {"secretKeyRef": {
-        "name": "llama-8b-admin-token", "key": "token"}}} in container["env"]
+    # The token is a mounted file the runtime reads at each request, never an env var.
+    token_dir = "/var/run/secrets/governor/admin"
+    assert {"name": "GOVERNOR_ADMIN_TOKEN_FILE", "value": f"{token_dir}/token"} in container["env"]
+    assert not any(e["name"] == "GOVERNOR_ADMIN_TOKEN" or "valueFrom" in e for e in container["env"])
+    assert {"name": "admin-token", "mountPath": token_dir, "readOnly": True} in container["volumeMounts"]
+    token_volume = next(v for v in pod["volumes"] if v["name"] == "admin-token")
+    assert token_volume["secret"]["secretName"] == "llama-8b-admin-token"
+    assert token_volume["secret"]["items"] == [{"key": "token", "path": "token"}]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}} in pod["volumes"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     assert pod["tolerations"][0] == {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     assert "prometheus.io/scrape" not in deployment["spec"]["template"]["metadata"]["annotations"]
-    assert set(children) == {"Secret", "Service", "PodDisruptionBudget", "Deployment", "PodMonitor"}
+    assert set(children) == {"Secret", "Service", "PodDisruptionBudget", "NetworkPolicy", "Deployment",
+                             "PodMonitor"}
     for child in children.values():
         assert child["metadata"]["ownerReferences"][0]["uid"] == OWNER.uid
         assert child["metadata"]["labels"][builders.LABEL_OWNER] == "llama-8b"
@@ -76,3 +83,63 @@ def test_without_the_monitoring_api_pods_get_scrape_annotations() -> None:
 
 def test_builders_are_pure() -> None:
     assert _children("full.yaml", True) == _children("full.yaml", True)
+
+
+def _policy(network_policy: dict[str, Any], operator_namespace: str | None = None) -> dict[str, Any]:
+    isvc = parse_spec({"model": "m", "networkPolicy": network_policy})
+    children = builders.build_children(OWNER, isvc, admin_token_hash="h", monitoring_api=False,
+                                       operator_namespace=operator_namespace)
+    policies = [c for c in children if c["kind"] == "NetworkPolicy"]
+    assert len(policies) <= 1
+    if policies:
+        kubernetes_validate.validate(policies[0], "1.30.0", strict=True)
+        # Applied before the Deployment: no engine pod runs before its policy exists.
+        assert children.index(policies[0]) < [c["kind"] for c in children].index("Deployment")
+    return policies[0] if policies else {}
+
+
+def test_network_policy_without_clients_opens_only_the_serving_port() -> None:
+    policy = _policy({})
+    assert policy["metadata"]["ownerReferences"][0]["uid"] == OWNER.uid
+    assert policy["spec"]["podSelector"] == {"matchLabels": builders.selector_labels("llama-8b")}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8000}]}]
+
+
+def test_network_policy_with_clients_admits_them_the_operator_and_the_scrapers_only() -> None:
+    policy = _policy({"clients": [{"podLabels": {"app": "gateway"}}, {"cidr": "10.0.0.0/8"}],
+                      "scrapers": [{"namespaceLabels": {"name": "monitoring"}}]},
+                     operator_namespace="governor-system")
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+    assert rule["from"] == [
+        {"podSelector": {"matchLabels": {"app": "gateway"}}},
+        {"ipBlock": {"cidr": "10.0.0.0/8"}},
+        {"podSelector": {"matchLabels": {"governor.vllm.ai/role": "operator"}},
+         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "governor-system"}}},
+        {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}},
+    ]
+    default_scrapers = _policy({"clients": [{"podLabels": {"app": "gateway"}}]})["spec"]["ingress"][0]["from"]
+    assert default_scrapers[-1] == {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+                                    "namespaceSelector": {"matchLabels": {}}}
+    assert default_scrapers[-2]["namespaceSelector"] == {}  # operator namespace unknown: any namespace
+
+
+def test_network_policy_can_be_turned_off() -> None:
+    assert _policy({"enabled": False}) == {}
+
+
+def test_operator_pods_carry_the_label_the_policy_admits() -> None:
+    from tests.chart.helm import install
+
+    labels = install().one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert builders.OPERATOR_POD_LABELS.items() <= labels.items()
+
+
+def test_cpu_limit_only_when_asked() -> None:
+    def limits(resources: dict[str, Any]) -> dict[str, str]:
+        isvc = parse_spec({"model": "m", "resources": resources})
+        deployment = builders.build_deployment(OWNER, isvc, admin_token_hash="h", pod_monitor=False)
+        return dict(deployment["spec"]["template"]["spec"]["containers"][0]["resources"].get("limits", {}))
+    assert "cpu" not in limits({"cpu": "8"})
+    assert limits({"cpu": "8", "cpuLimit": "12"})["cpu"] == "12"

@@ -146,8 +146,8 @@ async def test_deleted_or_edited_children_are_restored(governor_cluster: Cluster
 INVALID: list[tuple[dict[str, Any], str]] = [
     ({"replicas": -1}, "spec.replicas: Input should be greater than or equal to 0"),
     ({"replicas": "two"}, "spec.replicas: Input should be a valid integer"),
-    ({"model": ""}, "spec.model: String should have at least 1 character"),
-    ({"image": ""}, "spec.image: String should have at least 1 character"),
+    ({"model": ""}, "spec.model: must not be empty or start or end with whitespace"),
+    ({"image": ""}, "spec.image: must not be empty or start or end with whitespace"),
     ({"modelSizeClass": "huge"}, "spec.modelSizeClass: Input should be 'small', 'medium' or 'large'"),
     ({"typo": 1}, "spec.typo: unknown field"),
     ({"engine": {"maxNumSeq": 8}}, "spec.engine.maxNumSeq: unknown field"),

@@ -66,3 +66,85 @@ def test_names_must_fit_children() -> None:
     assert name_problems("llama") == []
     assert "must start with a letter" in name_problems("8b-llama")[0]
     assert "at most" in name_problems("x" * 60)[0]
+
+
+BLANK_PLACES: dict[str, Any] = {
+    "model": lambda b: {"model": b},
+    "servedModelName": lambda b: {"servedModelName": b},
+    "image": lambda b: {"image": b},
+    "gpu.type": lambda b: {"resources": {"gpu": {"type": b}}},
+    "pvcName": lambda b: {"modelCache": {"pvcName": b}},
+    "toleration.key": lambda b: {"resources": {"tolerations": [{"key": b, "operator": "Exists"}]}},
+    "nodeSelector value": lambda b: {"resources": {"nodeSelector": {"zone": b}}},
+    "cidr": lambda b: {"networkPolicy": {"clients": [{"cidr": b}]}},
+    "podLabels value": lambda b: {"networkPolicy": {"clients": [{"podLabels": {"app": b}}]}},
+}
+
+
+@pytest.mark.parametrize("place", sorted(BLANK_PLACES))
+@pytest.mark.parametrize("blank", ["", " ", "\t", " llama "])
+def test_string_fields_refuse_blank_values(place: str, blank: str) -> None:
+    message = _error({"model": "m"} | BLANK_PLACES[place](blank))
+    assert "must not be empty or start or end with whitespace" in message
+
+
+def test_blank_extra_args_and_node_selector_keys_are_refused() -> None:
+    assert "spec.engine.extraArgs.0: must not be empty" in _error({"model": "m",
+                                                                    "engine": {"extraArgs": [""]}})
+    assert "nodeSelector key must not be blank" in _error({"model": "m",
+                                                            "resources": {"nodeSelector": {" ": "a"}}})
+
+
+@pytest.mark.parametrize("arg", [
+    "--max-num-seqs", "--max_num_seqs", "--max-num-seqs=8", "--max_num_seqs=8", "--max-num-s",
+    "--max-num-seqs.x", "--model=x", "--served_model_name", "--host=::", "--port", "--initial-cap=3",
+    "--initial_cap", "--max-model-len", "--max_num_batched_tokens=9", "--gpu-memory-utilization=0.5",
+    "--device-memory-utilization", "--block-size=32", "--dtype", "--tensor-parallel-size=2", "-tp", "-tp=2",
+    "-tp2", "--enable-prefix-caching", "--no-enable-prefix-caching", "--enable_chunked_prefill",
+    "--no-enable-chunked-prefill", "--config=serve.yaml",
+])
+def test_every_owned_flag_is_refused_in_every_spelling(arg: str) -> None:
+    assert "engine.extraArgs must not set" in _error({"model": "m", "engine": {"extraArgs": [arg]}})
+
+
+def test_flags_the_builders_write_are_all_owned() -> None:
+    from governor.core import builders, engine_flags
+
+    isvc = parse_spec({"model": "m", "slo": {"targetMs": 20}, "resources": {"gpu": {"count": 2}}, "engine": {
+        "maxModelLen": 4096, "maxNumBatchedTokens": 8192, "gpuMemoryUtilization": 0.9, "blockSize": 16,
+        "dtype": "half", "tensorParallelSize": 2, "enablePrefixCaching": False,
+        "enableChunkedPrefill": True}})
+    written = {a for a in builders.vllm_args(isvc) if a.startswith("--")}
+    assert len(written) == 14
+    assert {engine_flags.owned_flag(a) for a in written} == written
+
+
+@pytest.mark.parametrize("arg", ["--disable-uvicorn-access-log", "--max-num-partial-prefills=2",
+                                 "--quantization", "-q", "--enforce-eager", "--kv-cache-dtype=fp8", "-O3",
+                                 "fp8"])
+def test_other_flags_pass(arg: str) -> None:
+    assert parse_spec({"model": "m", "engine": {"extraArgs": [arg]}}).engine.extra_args == [arg]
+
+
+@pytest.mark.parametrize(("spec", "fragment"), [
+    ({"adaptive": {"tickSeconds": 0.5}}, "spec.adaptive.tickSeconds: Input should be greater than or equal"),
+    ({"adaptive": {"windowSeconds": 0.2}}, "spec.adaptive.windowSeconds: Input should be greater than"),
+    ({"adaptive": {"cooldownSeconds": -1}}, "spec.adaptive.cooldownSeconds: Input should be greater than or"),
+    ({"adaptive": {"cooldownSeconds": 10**6}}, "spec.adaptive.cooldownSeconds: Input should be less than or"),
+    ({"autoscaling": {"scaleUpCooldownSeconds": -5}}, "spec.autoscaling.scaleUpCooldownSeconds"),
+    ({"autoscaling": {"scaleDownCooldownSeconds": -5}}, "spec.autoscaling.scaleDownCooldownSeconds"),
+    ({"monitoring": {"interval": "500ms"}}, "500ms is outside 1s..1h"),
+    ({"monitoring": {"interval": "0s"}}, "0s is outside 1s..1h"),
+    ({"monitoring": {"interval": "2h"}}, "2h is outside 1s..1h"),
+    ({"networkPolicy": {"clients": [{}]}}, "needs podLabels, namespaceLabels or cidr"),
+    ({"networkPolicy": {"clients": [{"cidr": "10.0.0.0/8", "podLabels": {"a": "b"}}]}}, "not both"),
+    ({"networkPolicy": {"clients": [{"cidr": "10.0.0.300/8"}]}}, "is not an address range"),
+])
+def test_timing_and_network_bounds(spec: dict[str, Any], fragment: str) -> None:
+    assert fragment in _error({"model": "m", "slo": {"targetMs": 20}} | spec)
+
+
+def test_timing_lower_bounds_still_allow_fast_tests() -> None:
+    spec = parse_spec({"model": "m", "adaptive": {"tickSeconds": 1, "windowSeconds": 1, "cooldownSeconds": 0},
+                       "autoscaling": {"scaleUpCooldownSeconds": 0}, "monitoring": {"interval": "1s"}})
+    assert spec.adaptive.tick_seconds == 1 and spec.monitoring.interval == "1s"

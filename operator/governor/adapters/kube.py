@@ -42,10 +42,12 @@ PERMISSIONS: dict[tuple[str, str], frozenset[Verb]] = {
     ("", "secrets"): frozenset({"get", "create", "patch"}),
     ("policy", "poddisruptionbudgets"): frozenset({"get", "create", "patch"}),
     ("monitoring.coreos.com", "podmonitors"): frozenset({"get", "create", "patch"}),
+    ("networking.k8s.io", "networkpolicies"): frozenset({"get", "create", "patch"}),
 }
 PLURALS: dict[str, str] = {
     "Deployment": "deployments", "Service": "services", "Secret": "secrets",
-    "PodDisruptionBudget": "poddisruptionbudgets", "PodMonitor": "podmonitors", api.KIND: api.PLURAL,
+    "PodDisruptionBudget": "poddisruptionbudgets", "PodMonitor": "podmonitors",
+    "NetworkPolicy": "networkpolicies", api.KIND: api.PLURAL,
 }
 _HTTP_VERB: dict[Verb, str] = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST",
                                "patch": "PATCH", "delete": "DELETE"}

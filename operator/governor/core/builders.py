@@ -1,8 +1,9 @@
 """Pure manifest builders for an InferenceService's children. No I/O: golden-tested in tests/operator.
 
 Children (deterministic names): Deployment ``<name>``, Service ``<name>``, PodDisruptionBudget ``<name>-pdb``,
-Secret ``<name>-admin-token`` (the runtime's admin token, generated once by the operator), and a PodMonitor
-``<name>`` only when the monitoring.coreos.com API exists (else prometheus.io scrape annotations on the pods).
+Secret ``<name>-admin-token`` (the runtime's admin token, generated once by the operator), NetworkPolicy
+``<name>`` (unless spec.networkPolicy.enabled is false), and a PodMonitor ``<name>`` only when the
+monitoring.coreos.com API exists (else prometheus.io scrape annotations on the pods).
 Every child carries an owner reference to the InferenceService, so the API server's garbage collector removes
 them with it.
 
@@ -10,6 +11,12 @@ Choices where the issue was silent: the rollout is ``maxSurge: 0, maxUnavailable
 a spare GPU); the pods do not mount a service-account token (the runtime never calls the API); a startup probe
 allows 30 minutes for model download and engine start before liveness applies; a pod-template annotation
 holds a hash of the admin token, so a re-created Secret rolls the pods onto the new token.
+
+Pod security: the engine pods meet the Kubernetes "restricted" Pod Security profile (tests/security checks
+the rules). The admin token is a mounted Secret file (GOVERNOR_ADMIN_TOKEN_FILE, read by the runtime at each
+request), never an env var: env vars show in ``kubectl describe``, crash dumps and /proc/<pid>/environ. The
+root filesystem is read-only; vLLM writes only to emptyDirs: /tmp, and a home directory that holds
+~/.cache (vLLM's compile cache, FlashInfer), ~/.triton, ~/.nv and ~/.config.
 """
 
 from __future__ import annotations
@@ -32,6 +39,16 @@ TOKEN_KEY = "token"
 CONTAINER = "vllm"
 CACHE_PATH = "/models-cache"
 RUNTIME_PLUGINS = "governor_limits,governor_admin"
+TOKEN_DIR = "/var/run/secrets/governor/admin"
+HOME_PATH = "/home/vllm"
+# A UID/GID of 10000 or more is outside the range of the host's own users (checkov CKV_K8S_40).
+ENGINE_UID = 10001
+# Scratch sizes: the torch/Triton/FlashInfer compile caches reach a few GiB on a GPU; /tmp holds sockets,
+# Prometheus multiprocess files and torch inductor's default cache.
+HOME_SIZE = "16Gi"
+TMP_SIZE = "4Gi"
+# The operator's pods carry this label (charts/vllm-governor); the NetworkPolicy admits them to the engines.
+OPERATOR_POD_LABELS = {f"{api.GROUP}/role": "operator"}
 
 
 @dataclass(frozen=True)
@@ -50,11 +67,12 @@ class Names:
     pdb: str
     secret: str
     pod_monitor: str
+    network_policy: str
 
 
 def names(name: str) -> Names:
     return Names(deployment=name, service=name, pdb=f"{name}-pdb", secret=f"{name}-admin-token",
-                 pod_monitor=name)
+                 pod_monitor=name, network_policy=name)
 
 
 def selector_labels(name: str) -> dict[str, str]:
@@ -134,6 +152,8 @@ def build_deployment(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_toke
         limits["nvidia.com/gpu"] = str(res.gpu.count)
     if res.cpu:
         requests["cpu"] = res.cpu
+    if res.cpu_limit:
+        limits["cpu"] = res.cpu_limit
     if res.memory:
         requests["memory"] = res.memory
         limits["memory"] = res.memory
@@ -155,16 +175,24 @@ def build_deployment(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_toke
         "env": [
             {"name": "VLLM_PLUGINS", "value": RUNTIME_PLUGINS},
             {"name": "HF_HOME", "value": CACHE_PATH},
-            {"name": "GOVERNOR_ADMIN_TOKEN",
-             "valueFrom": {"secretKeyRef": {"name": names(owner.name).secret, "key": TOKEN_KEY}}},
+            {"name": "GOVERNOR_ADMIN_TOKEN_FILE", "value": f"{TOKEN_DIR}/{TOKEN_KEY}"},
+            # The UID has no /etc/passwd entry: HOME and USER keep ~ and getpass.getuser() (torch's
+            # inductor cache path) working.
+            {"name": "HOME", "value": HOME_PATH},
+            {"name": "USER", "value": "vllm"},
         ],
         "startupProbe": probe(10, 180),
         "readinessProbe": probe(5, 3),
         "livenessProbe": probe(10, 3),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                         {"name": "model-cache", "mountPath": CACHE_PATH}],
+                         {"name": "model-cache", "mountPath": CACHE_PATH},
+                         {"name": "tmp", "mountPath": "/tmp"},
+                         {"name": "home", "mountPath": HOME_PATH},
+                         {"name": "admin-token", "mountPath": TOKEN_DIR, "readOnly": True}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                            "runAsNonRoot": True},
+                            "privileged": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+                            "runAsUser": ENGINE_UID, "runAsGroup": ENGINE_UID,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
     }
     if resources:
         container["resources"] = resources
@@ -175,11 +203,17 @@ def build_deployment(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_toke
     )
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": ENGINE_UID, "runAsGroup": ENGINE_UID,
+                            "fsGroup": ENGINE_UID, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": res.shm_size}},
-                    cache_volume],
+                    cache_volume,
+                    {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
+                    {"name": "home", "emptyDir": {"sizeLimit": HOME_SIZE}},
+                    # 0440: the owner and fsGroup (the engine's group) read it, no one else.
+                    {"name": "admin-token", "secret": {"secretName": names(owner.name).secret,
+                                                       "defaultMode": 0o440,
+                                                       "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}]}}],
     }
     if res.node_selector:
         pod_spec["nodeSelector"] = dict(res.node_selector)
@@ -257,13 +291,64 @@ def build_pod_monitor(owner: Owner, isvc: api.InferenceServiceSpec) -> Manifest:
     }
 
 
+def _peer(peer: api.NetworkPeer) -> dict[str, Any]:
+    if peer.cidr is not None:
+        return {"ipBlock": {"cidr": peer.cidr}}
+    out: dict[str, Any] = {}
+    if peer.pod_labels is not None:
+        out["podSelector"] = {"matchLabels": dict(peer.pod_labels)}
+    if peer.namespace_labels is not None:
+        out["namespaceSelector"] = {"matchLabels": dict(peer.namespace_labels)}
+    return out
+
+
+def operator_peer(operator_namespace: str | None) -> dict[str, Any]:
+    """The operator's pods: in its namespace when known, else any namespace (a pod elsewhere that copies
+    the label passes too; the admin token still guards the route)."""
+    namespaces = ({"matchLabels": {"kubernetes.io/metadata.name": operator_namespace}} if operator_namespace
+                  else {})
+    return {"podSelector": {"matchLabels": dict(OPERATOR_POD_LABELS)}, "namespaceSelector": namespaces}
+
+
+def build_network_policy(owner: Owner, isvc: api.InferenceServiceSpec, *,
+                         operator_namespace: str | None = None) -> Manifest:
+    """Ingress to the engine pods: port 8000 only, from the clients, the operator and the scrapers.
+
+    What it cannot do: the OpenAI API, /metrics and the admin route (PUT /governor/v1/limits) share vLLM's
+    one port, and a NetworkPolicy sees ports, not HTTP paths. Whoever may call the API can also reach the
+    admin route, where the bearer token is the guard. With spec.networkPolicy.clients unset, port 8000 is
+    open to every source and the policy only closes the other ports. Egress is not restricted (the engines
+    download models). Kubelet probes come from the node and are not subject to the policy.
+    """
+    policy = isvc.network_policy
+    port = {"protocol": "TCP", "port": api.HTTP_PORT}
+    rule: dict[str, Any] = {"ports": [port]}
+    if policy.clients is not None:
+        rule["from"] = [*(_peer(p) for p in policy.clients), operator_peer(operator_namespace),
+                        *(_peer(p) for p in policy.scrapers)]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(owner, names(owner.name).network_policy),
+        "spec": {
+            "podSelector": {"matchLabels": selector_labels(owner.name)},
+            "policyTypes": ["Ingress"],
+            "ingress": [rule],
+        },
+    }
+
+
 def build_children(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_token_hash: str,
-                   monitoring_api: bool) -> list[Manifest]:
-    """Every child but the Secret (whose content is created once, not reconciled), in apply order."""
+                   monitoring_api: bool, operator_namespace: str | None = None) -> list[Manifest]:
+    """Every child but the Secret (whose content is created once, not reconciled), in apply order.
+
+    The NetworkPolicy comes before the Deployment, so no engine pod ever runs unprotected.
+    """
     pod_monitor = use_pod_monitor(isvc, monitoring_api)
-    children = [
-        build_service(owner, isvc),
-        build_pdb(owner, isvc),
+    children = [build_service(owner, isvc), build_pdb(owner, isvc)]
+    if isvc.network_policy.enabled:
+        children.append(build_network_policy(owner, isvc, operator_namespace=operator_namespace))
+    children += [
         build_deployment(owner, isvc, admin_token_hash=admin_token_hash, pod_monitor=pod_monitor),
     ]
     if pod_monitor:

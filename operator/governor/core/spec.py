@@ -17,14 +17,23 @@ Choices where the issue was silent:
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
-from governor.core import profiles
+from governor.core import engine_flags, profiles
 from governor.core.signals import LatencyKind
 
 GROUP = "governor.vllm.ai"
@@ -38,23 +47,13 @@ CATEGORIES = ("governor",)
 
 DEFAULT_IMAGE = "ghcr.io/vllm-governor/runtime:0.1.0"
 HTTP_PORT = 8000
-# Flags the operator sets from typed fields; passing them in engine.extraArgs would fight those fields.
-OWNED_FLAGS = {
-    "--model": "spec.model",
-    "--served-model-name": "spec.servedModelName",
-    "--max-num-seqs": "spec.engine.maxNumSeqs",
-    "--max-model-len": "spec.engine.maxModelLen",
-    "--max-num-batched-tokens": "spec.engine.maxNumBatchedTokens",
-    "--tensor-parallel-size": "spec.engine.tensorParallelSize",
-    "--gpu-memory-utilization": "spec.engine.gpuMemoryUtilization",
-    "--block-size": "spec.engine.blockSize",
-    "--port": "the operator (the runtime listens on port 8000, named http)",
-    "--host": "the operator",
-    "--initial-cap": "spec.adaptive.initialCap",
-}
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MAX_NAME_LENGTH = 63 - len("-admin-token")  # the longest child name must stay a valid label-sized name
+# Not empty, no leading or trailing whitespace: a blank model, image or claim name is always a mistake, and
+# the pattern lands in the CRD so the API server refuses it too.
+NONBLANK_PATTERN = r"^\S(.*\S)?$"
+NonBlank = Annotated[str, StringConstraints(pattern=NONBLANK_PATTERN)]
 
 
 class _Model(BaseModel):
@@ -71,9 +70,9 @@ def _quantity(value: str | None) -> str | None:
 
 
 class Toleration(_Model):
-    key: str | None = None
+    key: NonBlank | None = None
     operator: Literal["Exists", "Equal"] = "Equal"
-    value: str | None = None
+    value: NonBlank | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = Field(default=None, ge=0)
 
@@ -91,7 +90,7 @@ class Toleration(_Model):
 class GPU(_Model):
     count: int = Field(default=1, ge=0, le=16)
     """GPUs per replica (nvidia.com/gpu limit). 0 runs on CPU."""
-    type: str | None = None
+    type: NonBlank | None = None
     """GPU model, e.g. H200, H100, A100-80GB, L40S, L4; selects the profile row for defaults."""
 
 
@@ -99,18 +98,27 @@ class Resources(_Model):
     gpu: GPU = GPU()
     cpu: str | None = None
     """CPU request, e.g. "8"."""
+    cpu_limit: str | None = None
+    """CPU limit. Default: none (throttling stalls vLLM's scheduler thread: the latency the cap governs)."""
     memory: str | None = None
     """Memory request and limit, e.g. "64Gi"."""
     shm_size: str = "16Gi"
     """Size of the in-memory /dev/shm volume (NCCL and the engine's IPC need it)."""
-    node_selector: dict[str, str] = {}
+    node_selector: dict[str, NonBlank] = {}
     tolerations: list[Toleration] = []
 
-    _cpu = field_validator("cpu", "memory", "shm_size")(_quantity)
+    _cpu = field_validator("cpu", "cpu_limit", "memory", "shm_size")(_quantity)
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        if any(not re.match(NONBLANK_PATTERN, key) for key in value):
+            raise ValueError("a nodeSelector key must not be blank")
+        return value
 
 
 class ModelCache(_Model):
-    pvc_name: str | None = None
+    pvc_name: NonBlank | None = None
     """An existing PersistentVolumeClaim for the model cache; an emptyDir when unset."""
     size_limit: str | None = None
     """emptyDir size limit (only without pvcName)."""
@@ -131,7 +139,7 @@ class Engine(_Model):
     block_size: Literal[1, 8, 16, 32, 64, 128] | None = None
     tensor_parallel_size: int = Field(default=1, ge=1, le=16)
     dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] | None = None
-    extra_args: list[str] = []
+    extra_args: list[NonBlank] = []
     """More vLLM OpenAI server flags, passed as given (not the ones that have a field here)."""
 
 
@@ -165,14 +173,16 @@ class Adaptive(_Model):
     """Default: the ceiling (engine.maxNumSeqs)."""
     initial_cap: int | None = Field(default=None, ge=1)
     """Default: from the GPU profile and the SLO."""
-    tick_seconds: float = Field(default=5.0, gt=0, le=3600)
-    window_seconds: float = Field(default=60.0, gt=0, le=86400)
+    tick_seconds: float = Field(default=5.0, ge=1, le=3600)
+    """How often the loop decides; at least 1 s (a read, a quantile and a PUT per pod fit in a tick)."""
+    window_seconds: float = Field(default=60.0, ge=1, le=86400)
+    """The latency window each decision reads; at least one tick (a cross-field rule)."""
     decrease_factor: float = Field(default=0.8, gt=0, lt=1)
     increase_factor: float = Field(default=1.15, gt=1, le=4)
     band: float = Field(default=0.1, ge=0, lt=1)
     """Hysteresis: no change while the smoothed P99 is within ±band of the target."""
     ewma_alpha: float = Field(default=0.3, gt=0, le=1)
-    cooldown_seconds: float = Field(default=15.0, ge=0)
+    cooldown_seconds: float = Field(default=15.0, ge=0, le=86400)
     """After a decrease, wait this long before the next one (running requests drain first)."""
     long_tail: LongTailMode = LongTailMode()
     burst: BurstMode = BurstMode()
@@ -186,14 +196,66 @@ class Autoscaling(_Model):
     max_replicas: int = Field(default=4, ge=1)
     alert_driven: bool = True
     """Alertmanager notifications may ask for replicas."""
-    scale_up_cooldown_seconds: float = Field(default=120.0, ge=0)
-    scale_down_cooldown_seconds: float = Field(default=600.0, ge=0)
+    scale_up_cooldown_seconds: float = Field(default=120.0, ge=0, le=86400)
+    """0 disables the cooldown (tests, small models that start in seconds)."""
+    scale_down_cooldown_seconds: float = Field(default=600.0, ge=0, le=86400)
 
 
 class Monitoring(_Model):
     pod_monitor: Literal["auto", "enabled", "disabled"] = "auto"
     """auto: a PodMonitor when monitoring.coreos.com is installed, else prometheus.io scrape annotations."""
     interval: str = Field(default="15s", pattern=r"^[0-9]+(ms|s|m|h)$")
+    """Scrape interval of the PodMonitor, from 1s to 1h."""
+
+    @field_validator("interval")
+    @classmethod
+    def _interval_bounds(cls, value: str) -> str:
+        match = re.fullmatch(r"([0-9]+)(ms|s|m|h)", value)
+        if match is None:  # the pattern already refused it
+            return value
+        seconds = int(match[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match[2]]
+        if not 1 <= seconds <= 3600:
+            raise ValueError(f"{value} is outside 1s..1h: Prometheus cannot scrape a busy engine that often,"
+                             " and a longer interval leaves the loop without data")
+        return value
+
+
+class NetworkPeer(_Model):
+    """Pods chosen by their labels and their namespace's labels, or an address range (not both)."""
+
+    pod_labels: dict[str, NonBlank] | None = None
+    """Unset: every pod of the chosen namespaces."""
+    namespace_labels: dict[str, NonBlank] | None = None
+    """Unset: the InferenceService's own namespace; {} every namespace."""
+    cidr: NonBlank | None = None
+    """An address range, e.g. 10.0.0.0/8 (clients outside the cluster, a load balancer's sources)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> NetworkPeer:
+        labels = self.pod_labels is not None or self.namespace_labels is not None
+        if self.cidr is not None:
+            if labels:
+                raise ValueError("a network peer has either cidr or labels, not both")
+            try:
+                ipaddress.ip_network(self.cidr)
+            except ValueError as error:
+                raise ValueError(f"cidr {self.cidr!r} is not an address range: {error}") from None
+        elif not labels:
+            raise ValueError("a network peer needs podLabels, namespaceLabels or cidr")
+        return self
+
+
+PROMETHEUS_PODS = NetworkPeer(pod_labels={"app.kubernetes.io/name": "prometheus"}, namespace_labels={})
+
+
+class NetworkPolicy(_Model):
+    """Ingress to the engines' one port (API, /metrics and admin route alike; docs/security.md)."""
+
+    enabled: bool = True
+    clients: list[NetworkPeer] | None = None
+    """Who may call the API. Unset: anyone reaches port 8000. Set: them, the operator and the scrapers."""
+    scrapers: list[NetworkPeer] = [PROMETHEUS_PODS]
+    """Who may scrape /metrics when clients is set. Default: app.kubernetes.io/name=prometheus pods."""
 
 
 class Disruption(_Model):
@@ -217,14 +279,15 @@ class Resolved(BaseModel):
 
 
 class InferenceServiceSpec(_Model):
-    model: str = Field(min_length=1)
+    model: NonBlank
     """Hugging Face model id or a path inside the model cache."""
-    served_model_name: str | None = None
+    served_model_name: NonBlank | None = None
     """Name clients use; default: spec.model."""
     model_size_class: profiles.ModelSize | None = None
     """small (≤10B), medium (≤40B) or large; picks the GPU profile row. Default: guessed from spec.model."""
     replicas: int = Field(default=1, ge=0, le=1000)
-    image: str = Field(default=DEFAULT_IMAGE, min_length=1)
+    image: NonBlank = DEFAULT_IMAGE
+    """Runtime image; pin it by digest (repo@sha256:...) in production."""
     resources: Resources = Resources()
     model_cache: ModelCache = ModelCache()
     engine: Engine = Engine()
@@ -233,6 +296,7 @@ class InferenceServiceSpec(_Model):
     autoscaling: Autoscaling = Autoscaling()
     monitoring: Monitoring = Monitoring()
     disruption: Disruption = Disruption()
+    network_policy: NetworkPolicy = NetworkPolicy()
 
     @model_validator(mode="after")
     def _cross_field(self) -> InferenceServiceSpec:
@@ -320,6 +384,15 @@ def cross_field_problems(spec: InferenceServiceSpec) -> list[str]:
     if gpu.count == 0 and gpu.type and profiles.normalize_gpu(gpu.type) not in ("CPU", profiles.UNKNOWN_GPU):
         out.append(f"resources.gpu.type is {gpu.type} but resources.gpu.count is 0: set a count of at"
                    " least 1")
+    out += _engine_problems(engine, ceiling, ceiling_name)
+    if spec.model_cache.pvc_name and spec.model_cache.size_limit:
+        out.append("modelCache.sizeLimit applies to the emptyDir cache only; drop it when"
+                   " modelCache.pvcName is set")
+    return out
+
+
+def _engine_problems(engine: Engine, ceiling: int, ceiling_name: str) -> list[str]:
+    out: list[str] = []
     if engine.max_num_batched_tokens is not None:
         if engine.max_num_batched_tokens < ceiling:
             out.append(
@@ -332,13 +405,7 @@ def cross_field_problems(spec: InferenceServiceSpec) -> list[str]:
                 f"engine.maxNumBatchedTokens ({engine.max_num_batched_tokens}) is below engine.maxModelLen"
                 f" ({engine.max_model_len}) with chunked prefill off: long prompts could never be scheduled"
             )
-    for arg in engine.extra_args:
-        flag = arg.split("=", 1)[0]
-        if flag in OWNED_FLAGS:
-            out.append(f"engine.extraArgs must not set {flag}: use {OWNED_FLAGS[flag]} instead")
-    if spec.model_cache.pvc_name and spec.model_cache.size_limit:
-        out.append("modelCache.sizeLimit applies to the emptyDir cache only; drop it when"
-                   " modelCache.pvcName is set")
+    out += engine_flags.extra_args_problems(list(engine.extra_args))
     return out
 
 
@@ -359,6 +426,8 @@ def describe(error: ValidationError) -> str:
     for item in error.errors(include_url=False):
         path = ".".join(str(part) for part in ("spec", *item["loc"]))
         message = str(item["msg"]).removeprefix("Value error, ")
+        if (item.get("ctx") or {}).get("pattern") == NONBLANK_PATTERN:
+            message = "must not be empty or start or end with whitespace"
         if item["type"] == "extra_forbidden":
             message = "unknown field (check the spelling; the CRD lists the accepted fields)"
         elif item["type"] == "missing":

@@ -53,6 +53,7 @@ def values_schema() -> dict[str, Any]:
             "image": _object({
                 "repository": {"type": "string", "minLength": 1},
                 "tag": {"type": "string"},
+                "digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
                 "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
             }, ("repository",)),
             "imagePullSecrets": {"type": "array", "items": {"type": "object"}},
@@ -83,6 +84,8 @@ def values_schema() -> dict[str, Any]:
                     "secretKey": {"type": "string", "minLength": 1},
                 }),
             }),
+            "networkPolicy": _object({"enabled": {"type": "boolean"},
+                                      "ingressFrom": {"type": "array", "items": {"type": "object"}}}),
             "serviceMonitor": _object({"enabled": {"type": "boolean"}, "interval": _DURATION,
                                        "labels": _LABELS}),
             "podMonitor": _object({"enabled": {"type": "boolean"}, "interval": _DURATION, "labels": _LABELS}),
