@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from governor.core import spec
+from governor.core import spec, status
 
 CRD_NAME = f"{spec.PLURAL}.{spec.GROUP}"
 CRD_FILE = f"{CRD_NAME}.yaml"
@@ -46,18 +46,30 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
     if "allOf" in node and len(node["allOf"]) == 1:
         node = {**node.pop("allOf")[0], **node}
         return _structural(node, defs)
-    nullable = False
     if "anyOf" in node:
-        options = node.pop("anyOf")
-        variants = [v for v in options if v.get("type") != "null"]
-        nullable = len(variants) < len(options)
-        if len(variants) != 1:
-            raise ValueError(f"cannot express a union of {variants!r} structurally")
-        inner = variants[0]
-        if "$ref" in inner:
-            inner = dict(defs[inner["$ref"].split("/")[-1]])
-        node = {**inner, **node}
-        return _finish(_structural(node, defs), nullable, default)
+        return _nullable_union(node, defs, default)
+    out = _structural_keys(node, defs)
+    if "properties" in out and "type" not in out:
+        out["type"] = "object"
+    if "enum" in out and "type" not in out:
+        out["type"] = "string" if all(isinstance(v, str) for v in out["enum"]) else "integer"
+    return _finish(out, False, default)
+
+
+def _nullable_union(node: dict[str, Any], defs: dict[str, Any], default: Any) -> dict[str, Any]:
+    """``anyOf`` of one type and null (pydantic's ``X | None``) becomes that type with ``nullable: true``."""
+    options = node.pop("anyOf")
+    variants = [v for v in options if v.get("type") != "null"]
+    nullable = len(variants) < len(options)
+    if len(variants) != 1:
+        raise ValueError(f"cannot express a union of {variants!r} structurally")
+    inner = variants[0]
+    if "$ref" in inner:
+        inner = dict(defs[inner["$ref"].split("/")[-1]])
+    return _finish(_structural({**inner, **node}, defs), nullable, default)
+
+
+def _structural_keys(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROP:
@@ -78,11 +90,7 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
             out["enum"] = [value]
         else:
             out[key] = value
-    if "properties" in out and "type" not in out:
-        out["type"] = "object"
-    if "enum" in out and "type" not in out:
-        out["type"] = "string" if all(isinstance(v, str) for v in out["enum"]) else "integer"
-    return _finish(out, nullable, default)
+    return out
 
 
 def _finish(out: dict[str, Any], nullable: bool, default: Any) -> dict[str, Any]:
@@ -103,7 +111,7 @@ def schema_of(model: type[spec._Model]) -> dict[str, Any]:
 
 def build_crd() -> dict[str, Any]:
     spec_schema = schema_of(spec.InferenceServiceSpec)
-    status_schema = schema_of(spec.InferenceServiceStatus)
+    status_schema = schema_of(status.InferenceServiceStatus)
     status_schema["x-kubernetes-preserve-unknown-fields"] = True
     law = status_schema["properties"]["law"]
     law.update({"type": "object", "x-kubernetes-preserve-unknown-fields": True})

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -33,7 +32,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from governor.core import engine_flags, profiles
+from governor.core import profiles
 from governor.core.signals import LatencyKind
 
 GROUP = "governor.vllm.ai"
@@ -300,6 +299,8 @@ class InferenceServiceSpec(_Model):
 
     @model_validator(mode="after")
     def _cross_field(self) -> InferenceServiceSpec:
+        from governor.core.spec_rules import cross_field_problems  # the rules read the models
+
         problems = cross_field_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
@@ -330,83 +331,6 @@ class InferenceServiceSpec(_Model):
             profile_source=profile.source,
             served_model_name=self.served_model_name or self.model,
         )
-
-
-def cross_field_problems(spec: InferenceServiceSpec) -> list[str]:
-    """Every rule that spans fields, each answered with a sentence a user can act on."""
-    out: list[str] = []
-    engine, adaptive, gpu = spec.engine, spec.adaptive, spec.resources.gpu
-    profile = spec.profile()
-    ceiling = engine.max_num_seqs or profile.ceiling
-    ceiling_name = (
-        "engine.maxNumSeqs" if engine.max_num_seqs
-        else f"the default ceiling for {profile.gpu} GPUs and {profile.size} models (engine.maxNumSeqs unset)"
-    )
-    if adaptive.max_cap is not None and adaptive.min_cap > adaptive.max_cap:
-        out.append(f"adaptive.minCap ({adaptive.min_cap}) must not exceed adaptive.maxCap"
-                   f" ({adaptive.max_cap})")
-    if adaptive.max_cap is not None and adaptive.max_cap > ceiling:
-        out.append(
-            f"adaptive.maxCap ({adaptive.max_cap}) is above {ceiling_name} ({ceiling}): the live cap can"
-            " never exceed the max-num-seqs vLLM starts with; raise engine.maxNumSeqs or lower"
-            " adaptive.maxCap"
-        )
-    if adaptive.min_cap > ceiling:
-        out.append(f"adaptive.minCap ({adaptive.min_cap}) is above {ceiling_name} ({ceiling})")
-    if adaptive.initial_cap is not None:
-        upper = min(adaptive.max_cap or ceiling, ceiling)
-        if not adaptive.min_cap <= adaptive.initial_cap <= upper:
-            out.append(
-                f"adaptive.initialCap ({adaptive.initial_cap}) must lie in [adaptive.minCap, maxCap] ="
-                f" [{adaptive.min_cap}, {upper}]"
-            )
-    if adaptive.window_seconds < adaptive.tick_seconds:
-        out.append(
-            f"adaptive.windowSeconds ({adaptive.window_seconds:g}) is shorter than adaptive.tickSeconds"
-            f" ({adaptive.tick_seconds:g}): each decision needs at least one tick of data"
-        )
-    if adaptive.enabled and spec.slo is None:
-        out.append("adaptive.enabled is true but spec.slo is missing: the governor needs a latency target"
-                   " to hold")
-    scaling = spec.autoscaling
-    if scaling.min_replicas > scaling.max_replicas:
-        out.append(
-            f"autoscaling.minReplicas ({scaling.min_replicas}) must not exceed autoscaling.maxReplicas"
-            f" ({scaling.max_replicas})"
-        )
-    if gpu.count == 0 and engine.tensor_parallel_size > 1:
-        out.append(f"engine.tensorParallelSize is {engine.tensor_parallel_size} but resources.gpu.count is 0")
-    elif gpu.count and engine.tensor_parallel_size > gpu.count:
-        out.append(
-            f"engine.tensorParallelSize ({engine.tensor_parallel_size}) needs that many GPUs per replica but"
-            f" resources.gpu.count is {gpu.count}"
-        )
-    if gpu.count == 0 and gpu.type and profiles.normalize_gpu(gpu.type) not in ("CPU", profiles.UNKNOWN_GPU):
-        out.append(f"resources.gpu.type is {gpu.type} but resources.gpu.count is 0: set a count of at"
-                   " least 1")
-    out += _engine_problems(engine, ceiling, ceiling_name)
-    if spec.model_cache.pvc_name and spec.model_cache.size_limit:
-        out.append("modelCache.sizeLimit applies to the emptyDir cache only; drop it when"
-                   " modelCache.pvcName is set")
-    return out
-
-
-def _engine_problems(engine: Engine, ceiling: int, ceiling_name: str) -> list[str]:
-    out: list[str] = []
-    if engine.max_num_batched_tokens is not None:
-        if engine.max_num_batched_tokens < ceiling:
-            out.append(
-                f"engine.maxNumBatchedTokens ({engine.max_num_batched_tokens}) must be at least the ceiling"
-                f" ({ceiling_name} = {ceiling}): vLLM refuses to start otherwise"
-            )
-        if (engine.enable_chunked_prefill is False and engine.max_model_len is not None
-                and engine.max_num_batched_tokens < engine.max_model_len):
-            out.append(
-                f"engine.maxNumBatchedTokens ({engine.max_num_batched_tokens}) is below engine.maxModelLen"
-                f" ({engine.max_model_len}) with chunked prefill off: long prompts could never be scheduled"
-            )
-    out += engine_flags.extra_args_problems(list(engine.extra_args))
-    return out
 
 
 def name_problems(name: str) -> list[str]:
@@ -441,105 +365,3 @@ def describe(error: ValidationError) -> str:
 def parse_spec(raw: Any) -> InferenceServiceSpec:
     """Parse a spec from the API (camelCase). Raises ValidationError."""
     return InferenceServiceSpec.model_validate(raw if raw is not None else {})
-
-
-# --- status -----------------------------------------------------------------------------------------------
-
-ConditionType = Literal["Ready", "Progressing", "Degraded", "Invalid", "MetricsAvailable", "SLOMet"]
-
-
-class Condition(_Model):
-    model_config = ConfigDict(extra="ignore")
-
-    type: str
-    status: Literal["True", "False", "Unknown"]
-    reason: str = ""
-    message: str = ""
-    last_transition_time: str | None = None
-    observed_generation: int | None = None
-
-
-class LastDecision(_Model):
-    model_config = ConfigDict(extra="ignore")
-
-    time: str | None = None
-    from_: int | None = Field(default=None, alias="from")
-    to: int | None = None
-    reason: str = ""
-
-
-class InferenceServiceStatus(_Model):
-    """Written by the operator. The law's state lives here so a restarted operator resumes, not resets."""
-
-    model_config = ConfigDict(extra="allow")
-
-    conditions: list[Condition] = []
-    replicas: int | None = None
-    ready_replicas: int | None = None
-    desired_replicas: int | None = None
-    selector: str | None = None
-    """Label selector of the pods (the scale subresource's labelSelectorPath)."""
-    cap: int | None = None
-    ceiling: int | None = None
-    observed_p99_ms: float | None = Field(default=None, alias="observedP99Ms")
-    smoothed_p99_ms: float | None = Field(default=None, alias="smoothedP99Ms")
-    slo_target_ms: float | None = None
-    mode: str | None = None
-    last_decision: LastDecision | None = None
-    law: dict[str, Any] | None = None
-    """Opaque control-law state."""
-    observed_generation: int | None = None
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def set_condition(
-    conditions: list[dict[str, Any]], type: str, status: bool | None, reason: str, message: str,
-    generation: int | None, now: str,
-) -> list[dict[str, Any]]:
-    """Return conditions with one replaced; lastTransitionTime only moves when the status flips."""
-    value = "Unknown" if status is None else ("True" if status else "False")
-    old = next((c for c in conditions if c.get("type") == type), None)
-    since = old.get("lastTransitionTime") if old and old.get("status") == value else now
-    new = {"type": type, "status": value, "reason": reason, "message": message,
-           "lastTransitionTime": since or now, "observedGeneration": generation}
-    return [c for c in conditions if c.get("type") != type] + [new]
-
-
-def deployment_conditions(
-    deployment: dict[str, Any] | None, desired: int,
-) -> list[tuple[str, bool, str, str]]:
-    """Ready / Progressing / Degraded (type, status, reason, message) read from the Deployment. Pure."""
-    if deployment is None:
-        return [("Ready", False, "DeploymentMissing", "the Deployment does not exist (yet)"),
-                ("Progressing", True, "Creating", "creating the Deployment"),
-                ("Degraded", False, "AsExpected", "")]
-    st = deployment.get("status") or {}
-    ready = int(st.get("readyReplicas") or 0)
-    updated = int(st.get("updatedReplicas") or 0)
-    generation = (deployment.get("metadata") or {}).get("generation")
-    seen = st.get("observedGeneration")
-    dconds = {c.get("type"): c for c in st.get("conditions") or []}
-    stalled = dconds.get("Progressing", {}).get("status") == "False"
-    failure = dconds.get("ReplicaFailure", {}).get("status") == "True"
-    out: list[tuple[str, bool, str, str]] = []
-    if desired == 0:
-        out.append(("Ready", False, "ScaledToZero", "spec.replicas is 0"))
-    elif ready >= desired:
-        out.append(("Ready", True, "AllReplicasReady", f"{ready}/{desired} replicas ready"))
-    else:
-        out.append(("Ready", False, "ReplicasNotReady", f"{ready}/{desired} replicas ready"))
-    rolling = (generation is not None and seen != generation) or updated < desired or ready < desired
-    out.append(("Progressing", rolling and not stalled,
-                "RollingOut" if rolling else "Stable",
-                f"{updated}/{desired} replicas updated, {ready} ready" if rolling
-                else "all replicas up to date"))
-    if stalled or failure:
-        reason = "ProgressDeadlineExceeded" if stalled else "ReplicaFailure"
-        cond = dconds.get("Progressing" if stalled else "ReplicaFailure", {})
-        out.append(("Degraded", True, reason, str(cond.get("message") or reason)))
-    else:
-        out.append(("Degraded", False, "AsExpected", ""))
-    return out

@@ -8,13 +8,116 @@ it too). Only the fields a builder sets appear in its patch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
 
 from governor.core import spec as api
 from governor.core.law import Decision, LawConfig
+from governor.core.spec import _Model
+
+ConditionType = Literal["Ready", "Progressing", "Degraded", "Invalid", "MetricsAvailable", "SLOMet"]
 
 
-def _dump(status: api.InferenceServiceStatus) -> dict[str, Any]:
+class Condition(_Model):
+    model_config = ConfigDict(extra="ignore")
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
+
+
+class LastDecision(_Model):
+    model_config = ConfigDict(extra="ignore")
+
+    time: str | None = None
+    from_: int | None = Field(default=None, alias="from")
+    to: int | None = None
+    reason: str = ""
+
+
+class InferenceServiceStatus(_Model):
+    """Written by the operator. The law's state lives here so a restarted operator resumes, not resets."""
+
+    model_config = ConfigDict(extra="allow")
+
+    conditions: list[Condition] = Field(default_factory=list)
+    replicas: int | None = None
+    ready_replicas: int | None = None
+    desired_replicas: int | None = None
+    selector: str | None = None
+    """Label selector of the pods (the scale subresource's labelSelectorPath)."""
+    cap: int | None = None
+    ceiling: int | None = None
+    observed_p99_ms: float | None = Field(default=None, alias="observedP99Ms")
+    smoothed_p99_ms: float | None = Field(default=None, alias="smoothedP99Ms")
+    slo_target_ms: float | None = None
+    mode: str | None = None
+    last_decision: LastDecision | None = None
+    law: dict[str, Any] | None = None
+    """Opaque control-law state."""
+    observed_generation: int | None = None
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def set_condition(
+    conditions: list[dict[str, Any]], type: str, status: bool | None, reason: str, message: str,
+    generation: int | None, now: str,
+) -> list[dict[str, Any]]:
+    """Return conditions with one replaced; lastTransitionTime only moves when the status flips."""
+    value = "Unknown" if status is None else ("True" if status else "False")
+    old = next((c for c in conditions if c.get("type") == type), None)
+    since = old.get("lastTransitionTime") if old and old.get("status") == value else now
+    new = {"type": type, "status": value, "reason": reason, "message": message,
+           "lastTransitionTime": since or now, "observedGeneration": generation}
+    return [c for c in conditions if c.get("type") != type] + [new]
+
+
+def deployment_conditions(
+    deployment: dict[str, Any] | None, desired: int,
+) -> list[tuple[str, bool, str, str]]:
+    """Ready / Progressing / Degraded (type, status, reason, message) read from the Deployment. Pure."""
+    if deployment is None:
+        return [("Ready", False, "DeploymentMissing", "the Deployment does not exist (yet)"),
+                ("Progressing", True, "Creating", "creating the Deployment"),
+                ("Degraded", False, "AsExpected", "")]
+    st = deployment.get("status") or {}
+    ready = int(st.get("readyReplicas") or 0)
+    updated = int(st.get("updatedReplicas") or 0)
+    generation = (deployment.get("metadata") or {}).get("generation")
+    seen = st.get("observedGeneration")
+    dconds = {c.get("type"): c for c in st.get("conditions") or []}
+    stalled = dconds.get("Progressing", {}).get("status") == "False"
+    failure = dconds.get("ReplicaFailure", {}).get("status") == "True"
+    out: list[tuple[str, bool, str, str]] = []
+    if desired == 0:
+        out.append(("Ready", False, "ScaledToZero", "spec.replicas is 0"))
+    elif ready >= desired:
+        out.append(("Ready", True, "AllReplicasReady", f"{ready}/{desired} replicas ready"))
+    else:
+        out.append(("Ready", False, "ReplicasNotReady", f"{ready}/{desired} replicas ready"))
+    rolling = (generation is not None and seen != generation) or updated < desired or ready < desired
+    out.append(("Progressing", rolling and not stalled,
+                "RollingOut" if rolling else "Stable",
+                f"{updated}/{desired} replicas updated, {ready} ready" if rolling
+                else "all replicas up to date"))
+    if stalled or failure:
+        reason = "ProgressDeadlineExceeded" if stalled else "ReplicaFailure"
+        cond = dconds.get("Progressing" if stalled else "ReplicaFailure", {})
+        out.append(("Degraded", True, reason, str(cond.get("message") or reason)))
+    else:
+        out.append(("Degraded", False, "AsExpected", ""))
+    return out
+
+
+def _dump(status: InferenceServiceStatus) -> dict[str, Any]:
     return status.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
 
@@ -34,12 +137,12 @@ def loop_status(
     status = live.get("status") or {}
     generation = (live.get("metadata") or {}).get("generation")
     fresh, why, message = metrics
-    conditions = api.set_condition(
+    conditions = set_condition(
         list(status.get("conditions") or []), "MetricsAvailable", fresh, why, message, generation, now
     )
     smoothed = decision.state.p99_smoothed
     met = None if smoothed is None or not fresh else smoothed <= cfg.slo_target_s
-    conditions = api.set_condition(
+    conditions = set_condition(
         conditions,
         "SLOMet",
         met,
@@ -64,13 +167,13 @@ def loop_status(
     if desired_replicas is not None:
         fields["desired_replicas"] = desired_replicas
     if decision.cap != decision.previous_cap or not status.get("lastDecision"):
-        fields["last_decision"] = api.LastDecision(
+        fields["last_decision"] = LastDecision(
             time=now,
             from_=decision.previous_cap,
             to=decision.cap,
             reason=f"{decision.reason}: {decision.detail}",
         )
-    return _dump(api.InferenceServiceStatus(**fields))
+    return _dump(InferenceServiceStatus(**fields))
 
 
 def children_status(
@@ -87,10 +190,10 @@ def children_status(
     status = dict(live.get("status") or {})
     conditions = list(status.get("conditions") or [])
     before = {c.get("type"): c.get("status") for c in conditions}
-    for kind, ok, why, message in api.deployment_conditions(dict(deployment) if deployment else None,
+    for kind, ok, why, message in deployment_conditions(dict(deployment) if deployment else None,
                                                             isvc.replicas):
-        conditions = api.set_condition(conditions, kind, ok, why, message, generation, now)
-    conditions = api.set_condition(conditions, "Invalid", False, "SpecValid", "", generation, now)
+        conditions = set_condition(conditions, kind, ok, why, message, generation, now)
+    conditions = set_condition(conditions, "Invalid", False, "SpecValid", "", generation, now)
     flips = [(c["type"], c["status"]) for c in conditions
              if c["type"] in ("Ready", "Degraded") and before.get(c["type"]) != c["status"]]
     resolved = isvc.resolve()
@@ -113,7 +216,7 @@ def children_status(
             fields["cap"] = resolved.initial_cap
         if status.get("mode") in (None, "static"):
             fields["mode"] = "starting"
-    patch = _dump(api.InferenceServiceStatus(**fields))
+    patch = _dump(InferenceServiceStatus(**fields))
     changed = {k: v for k, v in patch.items() if status.get(k) != v}
     return changed or None, flips
 
@@ -121,7 +224,7 @@ def children_status(
 def invalid_status(live: Mapping[str, Any], message: str, generation: int | None, now: str) -> dict[str, Any]:
     """An invalid spec: condition Invalid with the message naming each field."""
     status = live.get("status") or {}
-    conditions = api.set_condition(
+    conditions = set_condition(
         list(status.get("conditions") or []), "Invalid", True, "InvalidSpec", message, generation, now
     )
-    return _dump(api.InferenceServiceStatus(conditions=conditions, observed_generation=generation))
+    return _dump(InferenceServiceStatus(conditions=conditions, observed_generation=generation))

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from governor.adapters import kube
 from governor.core import notifications as alerts
 from governor.core import spec as api
+from governor.core import status
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class Receiver:
         result["outcome"] = outcome
         verb = "out" if step.direction > 0 else "in"
         await kube.update_inferenceservice_status(step.namespace, step.name, lambda _: {"alertmanager": {
-            "lastStep": {"time": api.now_iso(), "direction": step.direction, "reason": step.reason,
+            "lastStep": {"time": status.now_iso(), "direction": step.direction, "reason": step.reason,
                          "alerts": list(step.alerts), "outcome": outcome,
                          "message": f"Alertmanager asked to scale {verb} by one ({step.reason}): {outcome}"},
         }})

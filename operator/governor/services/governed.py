@@ -194,7 +194,7 @@ async def govern(
             metrics=metrics,
             held_cap=report.applied.held_cap,
             desired_replicas=report.desired_replicas,
-            now=api.now_iso(),
+            now=status_builders.now_iso(),
         )
 
     await kube.update_inferenceservice_status(*key, change)

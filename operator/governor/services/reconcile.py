@@ -131,7 +131,7 @@ async def _report(body: dict[str, Any], isvc: api.InferenceServiceSpec, outcomes
     def change(live: Mapping[str, Any]) -> dict[str, Any] | None:
         patch, flipped = status_builders.children_status(
             live, isvc=isvc, deployment=deployment, selector=builders.selector_string(meta["name"]),
-            generation=meta.get("generation"), now=api.now_iso(),
+            generation=meta.get("generation"), now=status_builders.now_iso(),
         )
         flips[:] = flipped
         return patch
@@ -150,7 +150,9 @@ async def _report_invalid(body: dict[str, Any], message: str) -> None:
     kopf.warn(_ref(body), reason="InvalidSpec", message=message)
     await kube.update_inferenceservice_status(
         meta["namespace"], meta["name"],
-        lambda live: status_builders.invalid_status(live, message, meta.get("generation"), api.now_iso()),
+        lambda live: status_builders.invalid_status(
+            live, message, meta.get("generation"), status_builders.now_iso()
+        ),
     )
 
 
