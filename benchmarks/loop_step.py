@@ -35,7 +35,9 @@ from governor.adapters.scrape import DirectScraper
 from governor.core.law import LawConfig
 from governor.core.signals import LatencyKind
 from governor.services.standalone import Standalone, TickReport
+from governor_dev import loadgen
 from governor_dev.localengine import Engine, start_runtime
+from governor_dev.measure import StreamError, stream_completion
 
 TPOT = (LatencyKind.TPOT, 0.99)
 KEY = ("bench",)
@@ -43,30 +45,21 @@ KEY = ("bench",)
 
 @dataclass
 class Requests:
-    records: list[tuple[float, float, int]] = field(default_factory=list)  # (end time, tpot s, tokens)
+    # (last token's time.perf_counter(), tpot s, tokens)
+    records: list[tuple[float, float, int]] = field(default_factory=list)
 
 
 async def _stream(
     client: httpx.AsyncClient, engine: Engine, rng: random.Random, max_tokens: int, out: Requests
 ) -> None:
     tokens = rng.randint(max(2, max_tokens // 2), max_tokens)
-    body = engine.completion_body(
-        [rng.randrange(3, 1000) for _ in range(rng.randint(16, 48))], tokens, stream=True
-    )
-    first = last = None
-    n = 0
+    body = engine.completion_body([rng.randrange(3, 1000) for _ in range(rng.randint(16, 48))], tokens)
     try:
-        async with client.stream("POST", "/v1/completions", json=body) as resp:
-            async for line in resp.aiter_lines():
-                if line.startswith("data: {"):
-                    now = time.monotonic()
-                    first = first or now
-                    last = now
-                    n += 1
-    except httpx.HTTPError:
+        timed = await stream_completion(client, "/v1/completions", body)
+    except (httpx.HTTPError, StreamError):
         return
-    if first is not None and last is not None and n > 1:
-        out.records.append((last, (last - first) / (n - 1), n))
+    if timed.tpot_s is not None:
+        out.records.append((timed.chunks[-1], timed.tpot_s, timed.output_tokens))
 
 
 @contextlib.asynccontextmanager
@@ -77,27 +70,21 @@ async def clients(
     out: Requests,
 ) -> AsyncIterator[None]:
     """Closed-loop workers; concurrency[0] and max_tokens[0] may be changed while running."""
-    stop = asyncio.Event()
+    rngs = [random.Random(i) for i in range(128)]
 
-    async def worker(i: int, client: httpx.AsyncClient) -> None:
-        rng = random.Random(i)
-        while not stop.is_set():
-            if i >= concurrency[0]:
-                await asyncio.sleep(0.05)
-                continue
-            await _stream(client, engine, rng, max_tokens[0], out)
+    async def send(i: int, _round: int) -> None:
+        if i >= concurrency[0]:
+            await asyncio.sleep(0.05)
+        else:
+            await _stream(client, engine, rngs[i], max_tokens[0], out)
 
-    async with httpx.AsyncClient(
-        base_url=engine.base_url, timeout=300, limits=httpx.Limits(max_connections=256)
-    ) as client:
-        tasks = [asyncio.create_task(worker(i, client)) for i in range(128)]
-        try:
-            yield
-        finally:
-            stop.set()
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+    async with (
+        httpx.AsyncClient(
+            base_url=engine.base_url, timeout=300, limits=httpx.Limits(max_connections=256)
+        ) as client,
+        loadgen.closed_loop_running(len(rngs), send),
+    ):
+        yield
 
 
 async def measure_tpot(engine: Engine, seconds: float) -> float | None:
@@ -225,7 +212,7 @@ async def phased(engine: Engine, slo: float, adaptive: bool, args: argparse.Name
     concurrency, max_tokens, out = [args.concurrency], [args.max_tokens], Requests()
     gov = governor(engine, slo, args) if adaptive else None
     trace: list[tuple[float, int, float | None]] = []
-    started = time.monotonic()
+    started = time.perf_counter()  # the clock of the records (governor_dev.measure)
     async with clients(engine, concurrency, max_tokens, out):
         for name, load, length in PHASES:
             max_tokens[0] = int(args.max_tokens * length)
@@ -238,7 +225,7 @@ async def phased(engine: Engine, slo: float, adaptive: bool, args: argparse.Name
                 await run_ticks(gov, args.phase_s, args.tick_s, engine, trace)
     if gov is not None:
         await gov.aclose()
-    elapsed = time.monotonic() - started
+    elapsed = time.perf_counter() - started
     done = [r for r in out.records if r[0] >= started + args.window_s]
     good = [r for r in done if r[1] <= slo]
     return {

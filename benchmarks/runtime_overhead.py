@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 import statistics
 import sys
@@ -26,7 +27,9 @@ import time
 from pathlib import Path
 
 import httpx
+from governor_dev import loadgen
 from governor_dev.localengine import LIMITS_PATH, Engine, prompt_ids, start_runtime
+from governor_dev.scoring import nearest_rank
 from governor_runtime.launcher import with_buckets
 
 
@@ -35,22 +38,18 @@ async def closed_loop(
 ) -> tuple[int, int]:
     """Generated tokens and failed requests over ``duration_s`` of ``concurrency`` clients."""
     tokens = failed = 0
-    deadline = time.monotonic() + duration_s
 
-    async def client_loop(client: httpx.AsyncClient, worker: int) -> None:
+    async def send(worker: int, round_: int) -> None:
         nonlocal tokens, failed
-        round_ = 0
-        while time.monotonic() < deadline:
-            body = engine.completion_body(prompt_ids(32, worker * 10_000 + round_), max_tokens)
-            response = await client.post("/v1/completions", json=body)
-            if response.status_code == 200:
-                tokens += response.json()["usage"]["completion_tokens"]
-            else:
-                failed += 1
-            round_ += 1
+        body = engine.completion_body(prompt_ids(32, worker * 10_000 + round_), max_tokens)
+        response = await client.post("/v1/completions", json=body)
+        if response.status_code == 200:
+            tokens += response.json()["usage"]["completion_tokens"]
+        else:
+            failed += 1
 
     async with httpx.AsyncClient(base_url=engine.base_url, timeout=300) as client:
-        await asyncio.gather(*(client_loop(client, worker) for worker in range(concurrency)))
+        await loadgen.closed_loop(concurrency, send, deadline=time.monotonic() + duration_s)
     return tokens, failed
 
 
@@ -96,11 +95,6 @@ def server_cpu_s(engine: Engine) -> float:
         ):  # fields after the command: state, ppid, pgrp, ..., utime (11), stime (12)
             total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 def main() -> int:
@@ -169,7 +163,7 @@ def main() -> int:
         f"{statistics.mean(per_cpu_s['governed']) / statistics.mean(per_cpu_s['plain']):.3f} "
         f"(median of per-round ratios {statistics.median(cpu_ratios):.3f})"
     )
-    p50, p99 = quantile(latencies, 0.50) * 1e3, quantile(latencies, 0.99) * 1e3
+    p50, p99 = (1e3 * (nearest_rank(latencies, q) or math.nan) for q in (0.50, 0.99))
     print(
         f"cap change latency under load ({len(latencies)} PUTs): p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
         f"max {max(latencies) * 1e3:.1f} ms (goal p99 < 50 ms)"

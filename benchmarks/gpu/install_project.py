@@ -15,7 +15,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-PACKAGES = ("runtime/governor_runtime", "operator/governor", "twin/governor_twin")
+PACKAGES = ("runtime/governor_runtime", "operator/governor", "twin/governor_twin", "dev/governor_dev")
 
 
 def install(repo: Path, site: Path) -> Path:

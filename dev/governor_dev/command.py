@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import secrets
-import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -47,6 +46,7 @@ from governor_dev.demo import (
 )
 from governor_dev.demoview import live_view, plot, summary_table
 from governor_dev.loadgen import run_phases
+from governor_dev.ports import port_free
 
 HELP = "show the loop live: a real vLLM CPU engine, static vs governed cap on the same phased load"
 
@@ -74,21 +74,12 @@ class Target:
     token: str
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 @contextlib.contextmanager
 def _engine(args: argparse.Namespace, ceiling: int) -> Iterator[Target]:
     if args.endpoint:
         yield Target(args.endpoint.rstrip("/"), args.model, os.environ.get("GOVERNOR_ADMIN_TOKEN", ""))
         return
-    if args.port is not None and not _port_free(args.port):
+    if args.port is not None and not port_free(args.port):
         raise SystemExit(f"governor demo: port {args.port} is busy; pick another with --port or leave it out")
     if args.twin:
         from governor_twin.profile import load_profile

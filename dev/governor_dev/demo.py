@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from governor_dev.loadgen import Phase, RequestRecord
+from governor_dev.scoring import nearest_rank, slo_window_share, window_bounds
 
 # Light-load per-token latency × this = the SLO the demo holds (measured: heavy load at the ceiling runs
 # about 3–6× the light-load TPOT on the tiny CPU model; a cap near a third of the ceiling meets 2×).
@@ -67,14 +68,6 @@ def default_plan(*, short: bool = False, ceiling: int = 64, load: float = 1.0) -
     )
 
 
-def quantile(values: Sequence[float], q: float) -> float | None:
-    """Exact sample quantile (nearest rank): the client sees every request, no buckets needed."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.5) - 1))]
-
-
 def auto_slo(records: Sequence[RequestRecord]) -> float:
     tpots = [r.tpot_s for r in records if r.ok and r.tpot_s is not None]
     if len(tpots) < 3:
@@ -101,21 +94,20 @@ def score(
     span = max(end_s - start_s, 1e-9)
     good = sum(r.output_tokens for r in done if r.tpot_s is not None and r.tpot_s <= slo_s)
     total = sum(r.output_tokens for r in done)
-    windows = met = 0
-    w0 = start_s
-    while w0 < end_s - 1e-9:
-        w1 = min(w0 + window_s, end_s)
+
+    def p99_in(w0: float, w1: float) -> float | None:
         finished = [r.tpot_s for r in done if r.e2e_s is not None and w0 <= r.sent_at + r.e2e_s < w1]
-        p99 = quantile([t for t in finished if t is not None], 0.99)
-        unfinished = any(r.sent_at < w1 and (r.e2e_s is None or r.sent_at + r.e2e_s >= w1) for r in sent)
-        met += (p99 is not None and p99 <= slo_s) or (p99 is None and not unfinished)
-        windows += 1
-        w0 = w1
+        return nearest_rank([t for t in finished if t is not None], 0.99)
+
+    def waiting_at(w1: float) -> bool:
+        return any(r.sent_at < w1 and (r.e2e_s is None or r.sent_at + r.e2e_s >= w1) for r in sent)
+
+    bounds = window_bounds(start_s, end_s, window_s)
     return Score(
-        attainment=met / max(windows, 1),
+        attainment=slo_window_share(bounds, slo_s, p99_in, waiting_at),
         goodput_tok_s=good / span,
         throughput_tok_s=total / span,
-        p99_s=quantile([r.tpot_s for r in done if r.tpot_s is not None], 0.99),
+        p99_s=nearest_rank([r.tpot_s for r in done if r.tpot_s is not None], 0.99),
         requests=len(sent),
         failed=sum(1 for r in sent if not r.ok),
     )

@@ -1,21 +1,26 @@
-"""Open-loop load for an OpenAI-compatible completions endpoint, with per-request latencies.
+"""Load for an OpenAI-compatible completions endpoint: open-loop phases with per-request latencies, and the
+closed loop (a fixed number of clients, each sending its next request when the last one is answered).
 
 Prompts are token-id lists (the test and demo engines run without a tokenizer), lengths are exact, and
-`ignore_eos` makes every request produce exactly the output length asked for. Arrivals are Poisson at the
-phase's rate; each request streams, so TTFT and TPOT are measured at the client the way `vllm bench serve`
-measures them: TTFT = first chunk − send, TPOT = (last chunk − first chunk) / (output tokens − 1).
+`ignore_eos` makes every request produce exactly the output length asked for. Open-loop arrivals are Poisson
+at the phase's rate; each request streams and is timed by `governor_dev.measure` (TTFT, TPOT as
+`vllm bench serve` measures them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
+
+from governor_dev.measure import StreamError, stream_completion
 
 
 @dataclass(frozen=True)
@@ -68,37 +73,53 @@ async def one_request(
         "max_tokens": output_tokens,
         "min_tokens": output_tokens,
         "ignore_eos": True,
-        "stream": True,
-        "stream_options": {"include_usage": True},
         "temperature": 0.0,
     }
-    sent = time.monotonic()
-    first: float | None = None
-    last: float | None = None
-    produced = 0
+    sent_at = time.perf_counter() - t0
     try:
-        async with client.stream("POST", f"{base_url}/v1/completions", json=body) as resp:
-            if resp.status_code != 200:
-                detail = (await resp.aread()).decode(errors="replace")[:200]
-                error = f"HTTP {resp.status_code}: {detail}"
-                return RequestRecord(phase, sent - t0, len(prompt), 0, error=error)
-            async for line in resp.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                if chunk.get("usage"):
-                    produced = int(chunk["usage"].get("completion_tokens") or produced)
-                if chunk.get("choices"):
-                    now = time.monotonic()
-                    first = first if first is not None else now
-                    last = now
+        timed = await stream_completion(client, f"{base_url}/v1/completions", body)
+    except StreamError as exc:
+        return RequestRecord(phase, sent_at, len(prompt), 0, error=str(exc))
     except (httpx.HTTPError, json.JSONDecodeError) as exc:
-        return RequestRecord(phase, sent - t0, len(prompt), produced, error=f"{type(exc).__name__}: {exc}")
-    end = time.monotonic()
-    if first is None or last is None:
-        return RequestRecord(phase, sent - t0, len(prompt), produced, error="no tokens streamed")
-    tpot = (last - first) / (produced - 1) if produced > 1 else None
-    return RequestRecord(phase, sent - t0, len(prompt), produced, first - sent, tpot, end - sent)
+        return RequestRecord(phase, sent_at, len(prompt), 0, error=f"{type(exc).__name__}: {exc}")
+    sent_at, produced = timed.sent - t0, timed.output_tokens
+    return RequestRecord(phase, sent_at, len(prompt), produced, timed.ttft_s, timed.tpot_s, timed.e2e_s)
+
+
+async def closed_loop(
+    concurrency: int,
+    send: Callable[[int, int], Awaitable[object]],
+    *,
+    stop: asyncio.Event | None = None,
+    deadline: float | None = None,
+) -> None:
+    """`concurrency` workers, each awaiting `send(worker, round)` again as soon as its last call returned,
+    until `stop` is set or `time.monotonic()` passes `deadline`; returns once every worker has stopped (an
+    exception in `send` propagates). Without either bound it runs until cancelled."""
+
+    def going() -> bool:
+        return not (stop is not None and stop.is_set()) and (deadline is None or time.monotonic() < deadline)
+
+    async def worker(index: int) -> None:
+        for round_ in itertools.count():
+            if not going():
+                return
+            await send(index, round_)
+
+    await asyncio.gather(*(worker(index) for index in range(concurrency)))
+
+
+@contextlib.asynccontextmanager
+async def closed_loop_running(
+    concurrency: int, send: Callable[[int, int], Awaitable[object]]
+) -> AsyncIterator[None]:
+    """`closed_loop` in the background for the body of a `with`; leaving it cancels the requests in flight."""
+    task = asyncio.create_task(closed_loop(concurrency, send))
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def run_phases(
@@ -116,7 +137,7 @@ async def run_phases(
     result = LoadResult()
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
     async with httpx.AsyncClient(timeout=timeout_s, limits=limits) as client:
-        t0 = time.monotonic()
+        t0 = time.perf_counter()
         tasks: list[asyncio.Task[RequestRecord]] = []
 
         def finished(task: asyncio.Task[RequestRecord]) -> None:

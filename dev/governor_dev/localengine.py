@@ -24,7 +24,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,9 +35,12 @@ from typing import Any
 
 import httpx
 import psutil
+from governor_runtime import contract
 from prometheus_client.parser import text_string_to_metric_families
 
-LIMITS_PATH = "/governor/v1/limits"
+from governor_dev.ports import free_port
+
+LIMITS_PATH = contract.LIMITS_PATH
 DEFAULT_MODEL_NAME = "tiny-llama"
 DEFAULT_CEILING = 32
 DEFAULT_INITIAL_CAP = 16
@@ -107,13 +109,6 @@ def pin_engine(server_pid: int, cpu: int) -> int:
                     os.sched_setaffinity(thread.id, {cpu})
                     pinned += 1
     return pinned
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def prompt_ids(length: int, seed: int = 0) -> list[int]:

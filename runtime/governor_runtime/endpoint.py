@@ -10,7 +10,6 @@ engine now holds.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from argparse import Namespace
@@ -21,13 +20,12 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from governor_runtime import auth, contract, vllm_compat
-from governor_runtime.limits import Bounds, LimitsError, check_int, resolve
+from governor_runtime.limits import Bounds, LimitsError, parse_change, resolve
 from governor_runtime.metrics import RuntimeMetrics
 
 logger = logging.getLogger(__name__)
 
 PATH = contract.LIMITS_PATH
-FIELDS = ("cap", "token_budget")
 PUBLIC_KEYS = ("engine", "cap", "ceiling", "token_budget", "token_budget_ceiling")
 METRICS_INTERVAL_ENV = "GOVERNOR_METRICS_INTERVAL_S"
 
@@ -53,24 +51,6 @@ def limits_body(engines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     )
     top = {key: min(engine[key] for engine in listed) for key in PUBLIC_KEYS if key != "engine"}
     return {**top, "engines": listed}
-
-
-def parse_change(raw: bytes) -> dict[str, Any]:
-    """The PUT body: a JSON object with ``cap`` and/or ``token_budget`` and nothing else."""
-    try:
-        body = json.loads(raw or b"null")
-    except ValueError as bad:
-        raise LimitsError("invalid", f"the body is not JSON: {bad}") from None
-    if not isinstance(body, dict):
-        raise LimitsError("invalid", 'the body must be a JSON object such as {"cap": 8}')
-    unknown = sorted(set(body) - set(FIELDS))
-    if unknown:
-        raise LimitsError("invalid", f"unknown field(s) {unknown}; allowed: {list(FIELDS)}")
-    if not body:
-        raise LimitsError("invalid", f"give at least one of {list(FIELDS)}")
-    for name, value in body.items():
-        check_int(name, value)  # null, strings, floats and booleans are refused, never read as "unchanged"
-    return body
 
 
 class Governor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,3 +63,24 @@ def resolve(
             "invalid", f"token_budget {new_budget} is too small for cap {new_cap} (needs at least {floor})"
         )
     return new_cap, new_budget
+
+
+FIELDS = ("cap", "token_budget")
+
+
+def parse_change(raw: bytes) -> dict[str, Any]:
+    """The PUT body: a JSON object with ``cap`` and/or ``token_budget`` and nothing else."""
+    try:
+        body = json.loads(raw or b"null")
+    except ValueError as bad:
+        raise LimitsError("invalid", f"the body is not JSON: {bad}") from None
+    if not isinstance(body, dict):
+        raise LimitsError("invalid", 'the body must be a JSON object such as {"cap": 8}')
+    unknown = sorted(set(body) - set(FIELDS))
+    if unknown:
+        raise LimitsError("invalid", f"unknown field(s) {unknown}; allowed: {list(FIELDS)}")
+    if not body:
+        raise LimitsError("invalid", f"give at least one of {list(FIELDS)}")
+    for name, value in body.items():
+        check_int(name, value)  # null, strings, floats and booleans are refused, never read as "unchanged"
+    return body

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import httpx
+from governor_dev import loadgen
 
 from tests.support.engine import Engine
 
@@ -42,23 +43,16 @@ async def _one(
 @contextlib.asynccontextmanager
 async def closed_loop(engine: Engine, concurrency: int, max_tokens: int) -> AsyncIterator[LoadStats]:
     """`concurrency` workers, each sending its next request when the last one finished."""
-    stats, stop = LoadStats(), asyncio.Event()
-
-    async def worker(seed: int, client: httpx.AsyncClient) -> None:
-        rng = random.Random(seed)
-        while not stop.is_set():
-            await _one(client, engine, rng, max_tokens, stats)
-
+    stats = LoadStats()
+    rngs = [random.Random(seed) for seed in range(concurrency)]
     limits = httpx.Limits(max_connections=concurrency + 4)
     async with httpx.AsyncClient(base_url=engine.base_url, timeout=300, limits=limits) as client:
-        tasks = [asyncio.create_task(worker(i, client)) for i in range(concurrency)]
-        try:
+
+        async def send(worker: int, _round: int) -> None:
+            await _one(client, engine, rngs[worker], max_tokens, stats)
+
+        async with loadgen.closed_loop_running(concurrency, send):
             yield stats
-        finally:
-            stop.set()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @contextlib.asynccontextmanager

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from governor.core import signals
+from governor_dev import loadgen
 
 from tests.support.engine import LIMITS_PATH, Engine, prompt_ids
 
@@ -93,14 +94,11 @@ async def closed_loop(
     ``stop``: the load stays queued for as long as the test needs to observe it, however fast the engine."""
     responses: list[httpx.Response] = []
 
-    async def worker(index: int) -> None:
-        round_ = 0
-        while not stop.is_set():
-            body = engine.completion_body(prompt_ids(16, 1000 + index * 100 + round_), max_tokens)
-            responses.append(await client.post("/v1/completions", json=body))
-            round_ += 1
+    async def send(index: int, round_: int) -> None:
+        body = engine.completion_body(prompt_ids(16, 1000 + index * 100 + round_), max_tokens)
+        responses.append(await client.post("/v1/completions", json=body))
 
-    await asyncio.gather(*(worker(index) for index in range(workers)))
+    await loadgen.closed_loop(workers, send, stop=stop)
     return responses
 
 
@@ -277,18 +275,15 @@ async def test_100_cap_changes_under_load_fail_no_request(engine_limits: Engine)
     responses: list[httpx.Response] = []
     stop = asyncio.Event()
 
-    async def closed_loop(client: httpx.AsyncClient, worker: int) -> None:
-        round_ = 0
-        while not stop.is_set():
-            body = engine.completion_body(prompt_ids(16, worker * 1000 + round_), 24)
-            responses.append(await client.post("/v1/completions", json=body))
-            round_ += 1
+    async def send(worker: int, round_: int) -> None:
+        body = engine.completion_body(prompt_ids(16, worker * 1000 + round_), 24)
+        responses.append(await client.post("/v1/completions", json=body))
 
     async with (
         httpx.AsyncClient(base_url=engine.base_url, timeout=300) as client,
         httpx.AsyncClient(base_url=engine.base_url, timeout=60) as admin,
     ):
-        workers = [asyncio.create_task(closed_loop(client, worker)) for worker in range(16)]
+        load = asyncio.create_task(loadgen.closed_loop(16, send, stop=stop))
         try:
             await asyncio.sleep(0.5)
             for cap in caps:
@@ -299,7 +294,7 @@ async def test_100_cap_changes_under_load_fail_no_request(engine_limits: Engine)
                 await asyncio.sleep(0.02)
         finally:
             stop.set()
-            await asyncio.gather(*workers)
+            await load
 
     assert len(latencies) == 100
     assert len(responses) >= 16

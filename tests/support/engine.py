@@ -11,12 +11,12 @@ from governor_dev.localengine import (
     STARTUP_TIMEOUT_S,
     TINY_LLAMA,
     Engine,
-    free_port,
     metric_value,
     prompt_ids,
     start_runtime,
     write_tiny_llama,
 )
+from governor_dev.ports import free_port
 
 __all__ = [
     "CPU_ENV",

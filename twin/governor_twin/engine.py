@@ -25,47 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from governor.core.signals import PER_TOKEN_BUCKETS, REQUEST_BUCKETS
-from numpy.typing import NDArray
 
+from governor_twin import histogram
 from governor_twin.profile import EngineProfile
+from governor_twin.table import DONE, PENDING, REJECTED, RUNNING, WAITING, FloatArray, IntArray, RequestTable
 
-WAITING, RUNNING, DONE, REJECTED, PENDING = 1, 2, 3, 4, 0
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
-
-
-def _token_buckets(max_len: int) -> tuple[float, ...]:
-    """vLLM's 1-2-5 buckets for prompt/generation token histograms, up to max-model-len."""
-    out: list[float] = []
-    exp = 0
-    while True:
-        for m in (1, 2, 5):
-            value = m * 10**exp
-            if value > max_len:
-                return tuple(out)
-            out.append(float(value))
-        exp += 1
-
-
-class Histogram:
-    """Cumulative histogram with Prometheus semantics (`le` buckets plus +Inf), fed in bulk. The per-request
-    histograms of an engine are up to date after `Engine.flush()`."""
-
-    def __init__(self, buckets: tuple[float, ...]) -> None:
-        self.edges = np.array(buckets, dtype=np.float64)
-        self.counts = np.zeros(len(buckets) + 1, dtype=np.float64)  # per bucket, last is +Inf
-        self.total = 0.0
-
-    def observe(self, values: FloatArray, weights: FloatArray | None = None) -> None:
-        if values.size == 0:
-            return
-        index = np.searchsorted(self.edges, values, side="left")
-        self.counts += np.bincount(index, weights=weights, minlength=self.counts.size)
-        self.total += float(np.sum(values if weights is None else values * weights))
-
-    def cumulative(self) -> FloatArray:
-        return np.cumsum(self.counts)
+__all__ = ["DONE", "PENDING", "REJECTED", "RUNNING", "WAITING", "Engine", "StepStats"]
 
 
 @dataclass
@@ -74,13 +39,13 @@ class StepStats:
     busy_s: float = 0.0
 
 
-class Engine:
+class Engine(RequestTable):
     """One engine. `submit` requests (arrival times must not decrease), then `advance(horizon)`."""
 
     def __init__(
         self, profile: EngineProfile, cap: int | None = None, token_budget: int | None = None, seed: int = 0
     ) -> None:
-        self.profile = profile
+        super().__init__(profile)
         self.rng = np.random.default_rng(seed)
         self.step_model = profile.step
         self.ceiling = profile.ceiling
@@ -91,20 +56,6 @@ class Engine:
         self.num_blocks = profile.num_blocks
         self.free_blocks = profile.num_blocks
         self.clock = 0.0
-        self.n = 0
-        self.sent: FloatArray  # when the client sent it
-        self.arrival: FloatArray  # when the scheduler can see it
-        self.first_scheduled: FloatArray
-        self.first_token: FloatArray
-        self.finish: FloatArray
-        self.prompt: IntArray
-        self.max_tokens: IntArray
-        self.generated: IntArray
-        self.computed: IntArray
-        self.blocks: IntArray
-        self.preempted: IntArray
-        self.state: IntArray
-        self._alloc(1024)
         self._next_arrival = 0  # index of the first request not yet seen by the scheduler
         self.waiting: deque[int] = deque()
         self.running: list[int] = []
@@ -113,74 +64,17 @@ class Engine:
         self._unobserved: list[IntArray] = []  # finished, not yet in the histograms (see flush)
         self.stats = StepStats()
         self.preemptions = 0
-        self.rejected = 0
         self.prompt_tokens_total = 0.0
         self.generation_tokens_total = 0.0
         self.success_total = 0.0
-        self.tpot_hist = Histogram(PER_TOKEN_BUCKETS)
-        self.itl_hist = Histogram(PER_TOKEN_BUCKETS)
-        self.ttft_hist = Histogram(REQUEST_BUCKETS)
-        self.e2e_hist = Histogram(REQUEST_BUCKETS)
-        self.queue_hist = Histogram(REQUEST_BUCKETS)
-        token_buckets = _token_buckets(profile.max_model_len)
-        self.prompt_hist = Histogram(token_buckets)
-        self.generation_hist = Histogram(token_buckets)
-
-    # ----------------------------------------------------------------- request table
-    _FLOAT_COLUMNS = ("sent", "arrival", "first_scheduled", "first_token", "finish")
-    _INT_COLUMNS = ("prompt", "max_tokens", "generated", "computed", "blocks", "preempted", "state")
-
-    def _alloc(self, size: int) -> None:
-        """(Re)size the request table: sent/arrival/first_scheduled/first_token/finish (s), and per request
-        prompt, max_tokens, generated, computed (tokens in the KV cache), blocks, preempted (count), state."""
-        for name in self._FLOAT_COLUMNS:
-            new_f = np.full(size, np.nan)
-            old_f: FloatArray | None = getattr(self, name, None)
-            if old_f is not None:
-                new_f[: old_f.size] = old_f
-            setattr(self, name, new_f)
-        for name in self._INT_COLUMNS:
-            new_i = np.zeros(size, dtype=np.int64)
-            old_i: IntArray | None = getattr(self, name, None)
-            if old_i is not None:
-                new_i[: old_i.size] = old_i
-            setattr(self, name, new_i)
-
-    def submit(self, sent_s: float, prompt_tokens: int, max_tokens: int) -> int:
-        """Queue a request sent at `sent_s`; it reaches the scheduler `request_overhead_s` later."""
-        if self.n == self.sent.size:
-            self._alloc(self.sent.size * 2)
-        rid = self.n
-        self.n += 1
-        arrival = sent_s + self.profile.request_overhead_s
-        if rid > 0 and arrival < self.arrival[rid - 1]:
-            arrival = float(self.arrival[rid - 1])
-        self.sent[rid] = sent_s
-        self.arrival[rid] = arrival
-        self.prompt[rid] = prompt_tokens
-        self.max_tokens[rid] = max(1, max_tokens)
-        if prompt_tokens + max_tokens > self.profile.max_model_len or prompt_tokens < 1:
-            self.state[rid] = REJECTED  # vLLM answers 400 before the engine sees it
-            self.rejected += 1
-        else:
-            self.state[rid] = PENDING
-        return rid
-
-    def submit_many(self, sent_s: FloatArray, prompt: IntArray, max_tokens: IntArray) -> None:
-        """Bulk `submit` for a whole workload (virtual time)."""
-        order = np.argsort(sent_s, kind="stable")
-        need = self.n + sent_s.size
-        if need > self.sent.size:
-            self._alloc(max(need, self.sent.size * 2))
-        sl = slice(self.n, need)
-        self.sent[sl] = sent_s[order]
-        self.arrival[sl] = sent_s[order] + self.profile.request_overhead_s
-        self.prompt[sl] = prompt[order]
-        self.max_tokens[sl] = np.maximum(1, max_tokens[order])
-        bad = (self.prompt[sl] + self.max_tokens[sl] > self.profile.max_model_len) | (self.prompt[sl] < 1)
-        self.state[sl] = np.where(bad, REJECTED, PENDING)
-        self.rejected += int(bad.sum())
-        self.n = need
+        self.tpot_hist = histogram.Histogram(PER_TOKEN_BUCKETS)
+        self.itl_hist = histogram.Histogram(PER_TOKEN_BUCKETS)
+        self.ttft_hist = histogram.Histogram(REQUEST_BUCKETS)
+        self.e2e_hist = histogram.Histogram(REQUEST_BUCKETS)
+        self.queue_hist = histogram.Histogram(REQUEST_BUCKETS)
+        token_buckets = histogram.token_buckets(profile.max_model_len)
+        self.prompt_hist = histogram.Histogram(token_buckets)
+        self.generation_hist = histogram.Histogram(token_buckets)
 
     # ----------------------------------------------------------------- controls
     def set_cap(self, cap: int) -> int:
@@ -342,19 +236,7 @@ class Engine:
             else self.free_blocks
         )
         if not preempted_now:
-            while self.waiting and len(run_ids) < self.cap and budget > 0:
-                rid = self.waiting[0]
-                todo = int(self.prompt[rid] + self.generated[rid] - self.computed[rid])
-                chunk = min(todo, budget)
-                blocks_needed = (int(self.computed[rid]) + chunk + bs - 1) // bs - int(self.blocks[rid])
-                if blocks_needed > free:
-                    break
-                free -= blocks_needed
-                self.waiting.popleft()
-                run_ids.append(rid)
-                run_sched.append(chunk)
-                admitted.append(rid)
-                budget -= chunk
+            admitted = self._admit(run_ids, run_sched, budget, free)
         if not run_ids:
             # nothing fits (a prompt larger than the whole KV cache): reject it as vLLM would
             if self.waiting:
@@ -400,17 +282,40 @@ class Engine:
         self.prompt_tokens_total += float(all_sched[active & ~is_decode].sum())
         sampled = all_ids[active & (self.computed[all_ids] == known)]
         if sampled.size:
-            self.generated[sampled] += 1
-            self.generation_tokens_total += sampled.size
-            firsts = sampled[np.isnan(self.first_token[sampled])]
-            self.first_token[firsts] = self.clock
-            decoding = int(is_decode.sum())
-            if decoding:
-                self.itl_hist.observe(np.array([dt]), np.array([float(decoding)]))
-            done = sampled[self.generated[sampled] >= self.max_tokens[sampled]]
-            if done.size:
-                self._finish(done)
+            self._sample(sampled, dt, int(is_decode.sum()))
         return True
+
+    def _admit(self, run_ids: list[int], run_sched: list[int], budget: int, free: int) -> list[int]:
+        """Admit waiting requests FCFS while the cap, the token budget and the free blocks allow; appends to
+        `run_ids`/`run_sched` and returns the admitted ids (still at the queue's head in `waiting` order)."""
+        bs = self.block_size
+        admitted: list[int] = []
+        while self.waiting and len(run_ids) < self.cap and budget > 0:
+            rid = self.waiting[0]
+            todo = int(self.prompt[rid] + self.generated[rid] - self.computed[rid])
+            chunk = min(todo, budget)
+            blocks_needed = (int(self.computed[rid]) + chunk + bs - 1) // bs - int(self.blocks[rid])
+            if blocks_needed > free:
+                break
+            free -= blocks_needed
+            self.waiting.popleft()
+            run_ids.append(rid)
+            run_sched.append(chunk)
+            admitted.append(rid)
+            budget -= chunk
+        return admitted
+
+    def _sample(self, sampled: IntArray, dt: float, decoding: int) -> None:
+        """Requests whose computed tokens reached their known tokens sample one token at the step's end."""
+        self.generated[sampled] += 1
+        self.generation_tokens_total += sampled.size
+        firsts = sampled[np.isnan(self.first_token[sampled])]
+        self.first_token[firsts] = self.clock
+        if decoding:
+            self.itl_hist.observe(np.array([dt]), np.array([float(decoding)]))
+        done = sampled[self.generated[sampled] >= self.max_tokens[sampled]]
+        if done.size:
+            self._finish(done)
 
     def _add_stalls(self, steps: FloatArray) -> None:
         """CPU contention: stalls arrive as a Poisson process in time and lengthen the steps they hit."""

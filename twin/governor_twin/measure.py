@@ -1,22 +1,22 @@
-"""Closed-loop load against any OpenAI-compatible completions endpoint (the real vLLM runtime or the twin).
+"""Closed-loop levels against any OpenAI-compatible completions endpoint (the real vLLM runtime or the twin).
 
 Used to calibrate the twin's CPU step-time profile and by the fidelity check, so both sides of a comparison
-are measured by the same client. Prompts are token-id lists with `ignore_eos`, so lengths are exact. Each
-request streams; TTFT = first chunk − send, TPOT = (last chunk − first chunk) / (tokens − 1), e2e = end −
-send, and every gap between chunks is kept (ITL).
+are measured by the same client (`governor_dev.loadgen.closed_loop`, timed by `governor_dev.measure`).
+Prompts are token-id lists with `ignore_eos`, so lengths are exact. Streamed requests keep TTFT and every gap
+between chunks (ITL); non-streamed ones only e2e = end − send.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
 import random
 import time
 from dataclasses import dataclass, field
 
 import httpx
 import numpy as np
+from governor_dev import loadgen
+from governor_dev.measure import stream_completion
 
 
 @dataclass(frozen=True)
@@ -26,13 +26,9 @@ class Measured:
     sent_s: float
     prompt_tokens: int
     output_tokens: int
-    ttft_s: float
+    ttft_s: float  # NaN when not streamed
     e2e_s: float
     gaps_s: tuple[float, ...]
-
-    @property
-    def tpot_s(self) -> float:
-        return (self.e2e_s - self.ttft_s) / max(1, self.output_tokens - 1)
 
 
 @dataclass
@@ -79,40 +75,17 @@ async def _one(
         "max_tokens": max_tokens,
         "ignore_eos": True,
         "temperature": 0.0,
-        "stream": stream,
     }
+    if stream:
+        timed = await stream_completion(client, url, body)
+        tokens = timed.usage_tokens or max_tokens
+        return Measured(timed.sent - start, len(prompt), tokens, timed.ttft_s, timed.e2e_s, timed.gaps_s)
     sent = time.perf_counter()
-    if not stream:
-        response = await client.post(url, json=body)
-        response.raise_for_status()
-        end = time.perf_counter()
-        tokens = int(response.json()["usage"]["completion_tokens"])
-        return Measured(sent - start, len(prompt), tokens, float("nan"), end - sent, ())
-    body["stream_options"] = {"include_usage": True}
-    chunk_times: list[float] = []
-    usage_tokens = 0
-    async with client.stream("POST", url, json=body) as response:
-        response.raise_for_status()
-        async for line in response.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            payload = json.loads(line[6:])
-            if payload.get("usage"):
-                usage_tokens = int(payload["usage"].get("completion_tokens", 0))
-            if payload.get("choices"):
-                chunk_times.append(time.perf_counter())
+    response = await client.post(url, json={**body, "stream": False})
+    response.raise_for_status()
     end = time.perf_counter()
-    if not chunk_times:
-        raise RuntimeError("no tokens streamed")
-    gaps = tuple(float(b - a) for a, b in itertools.pairwise(chunk_times))
-    return Measured(
-        sent_s=sent - start,
-        prompt_tokens=len(prompt),
-        output_tokens=usage_tokens or max_tokens,
-        ttft_s=chunk_times[0] - sent,
-        e2e_s=end - sent,
-        gaps_s=gaps,
-    )
+    tokens = int(response.json()["usage"]["completion_tokens"])
+    return Measured(sent - start, len(prompt), tokens, float("nan"), end - sent, ())
 
 
 async def closed_loop(
@@ -132,23 +105,22 @@ async def closed_loop(
     result = LevelResult(concurrency, prompt_tokens, output_tokens, duration_s)
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     start = time.perf_counter()
-    stop_at = start + warmup_s + duration_s
 
     async with httpx.AsyncClient(timeout=120.0, limits=limits) as client:
 
-        async def worker() -> None:
-            while time.perf_counter() < stop_at:
-                prompt = [rng.randrange(3, 1000) for _ in range(prompt_tokens)]
-                try:
-                    record = await _one(client, url, model, prompt, output_tokens, start, stream)
-                except (httpx.HTTPError, RuntimeError):
-                    result.errors += 1
-                    await asyncio.sleep(0.05)
-                    continue
-                if record.sent_s >= warmup_s and record.sent_s + record.e2e_s <= warmup_s + duration_s:
-                    result.requests.append(record)
+        async def send(_worker: int, _round: int) -> None:
+            prompt = [rng.randrange(3, 1000) for _ in range(prompt_tokens)]
+            try:
+                record = await _one(client, url, model, prompt, output_tokens, start, stream)
+            except (httpx.HTTPError, RuntimeError):
+                result.errors += 1
+                await asyncio.sleep(0.05)
+                return
+            if record.sent_s >= warmup_s and record.sent_s + record.e2e_s <= warmup_s + duration_s:
+                result.requests.append(record)
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        deadline = time.monotonic() + warmup_s + duration_s
+        await loadgen.closed_loop(concurrency, send, deadline=deadline)
     return result
 
 

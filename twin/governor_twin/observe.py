@@ -14,32 +14,22 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+from governor.core import histogram as core_histogram
 from governor.core.law import Observation
 from governor.core.signals import LatencyKind
 from numpy.typing import NDArray
 
-from governor_twin.engine import Engine, Histogram
+from governor_twin.engine import Engine
+from governor_twin.histogram import Histogram
 
 PROMPT_WINDOW_S = 60.0
 LONG_PROMPT_FACTOR = 1.3
 
 
 def histogram_quantile(q: float, edges: NDArray[np.float64], counts: NDArray[np.float64]) -> float | None:
-    """Prometheus' histogram_quantile on per-bucket counts (last entry is +Inf). None without samples."""
-    cumulative = np.cumsum(counts)
-    total = float(cumulative[-1]) if cumulative.size else 0.0
-    if total <= 0:
-        return None
-    rank = q * total
-    index = int(np.searchsorted(cumulative, rank, side="left"))
-    if index >= edges.size:  # falls in +Inf: Prometheus answers the highest finite bound
-        return float(edges[-1])
-    lower = 0.0 if index == 0 else float(edges[index - 1])
-    below = 0.0 if index == 0 else float(cumulative[index - 1])
-    in_bucket = float(counts[index])
-    if in_bucket <= 0:
-        return float(edges[index])
-    return lower + (float(edges[index]) - lower) * (rank - below) / in_bucket
+    """The operator's histogram_quantile on per-bucket counts (finite `edges`, `counts` ending with +Inf)."""
+    bounds = [*edges.tolist(), math.inf]
+    return core_histogram.histogram_quantile(q, list(zip(bounds, np.cumsum(counts).tolist(), strict=True)))
 
 
 @dataclass

@@ -125,7 +125,8 @@ def load_scenario(name_or_path: str) -> Scenario:
 
 
 def _shared_root() -> Path:
-    """Built-in trace paths are relative to the repository's sibling `shared/` (or $GOVERNOR_SHARED)."""
+    """Built-in trace paths are relative to the shared data folder: $GOVERNOR_SHARED, else the `shared/`
+    folder beside the checkout (or inside it), found upwards from this file."""
     import os
 
     env = os.environ.get("GOVERNOR_SHARED")
@@ -133,12 +134,12 @@ def _shared_root() -> Path:
         return Path(env)
     here = Path(__file__).resolve()
     for parent in here.parents:
-        candidate = parent.parent / "shared"
-        if (candidate / "traces").is_dir():
-            return candidate
-        if (parent / "shared" / "traces").is_dir():
-            return parent / "shared"
-    return Path("/work/shared")
+        for candidate in (parent.parent / "shared", parent / "shared"):
+            if (candidate / "traces").is_dir():
+                return candidate
+    raise FileNotFoundError(
+        f"no shared data folder (with traces/) beside or above {here.parent}: set GOVERNOR_SHARED"
+    )
 
 
 def trace_scenario(

@@ -12,10 +12,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from governor.core.signals import LatencyKind
+from governor_dev.scoring import slo_window_share, window_bounds
 from numpy.typing import NDArray
 
 from governor_twin.sim import RunResult
@@ -57,19 +59,18 @@ def score_span(run: RunResult, start: float, end: float) -> Scores:
     span = max(end - start, 1e-9)
     in_span_done = (fin >= start) & (fin < end)
     throughput = float(run.output[in_span_done].sum()) / span
-    edges = np.arange(start, end - 1e-9, WINDOW_S)
-    meets = ttft_meets = 0
-    for w0 in edges.tolist():
-        w1 = min(w0 + WINDOW_S, end)
-        sel = (fin >= w0) & (fin < w1)
-        if sel.sum() == 0:
-            idle = not bool(np.any((run.sent < w1) & (fin >= w1)))  # nothing was waiting either
-            meets += idle
-            ttft_meets += idle
-            continue
-        meets += float(np.percentile(lat[sel], 99)) <= slo.target_s
-        ttft_meets += float(np.percentile(ttft[sel], 99)) <= slo.ttft_s
-    n_windows = max(len(edges), 1)
+    bounds = window_bounds(start, end, WINDOW_S)
+
+    def p99_in(values: NDArray[np.float64]) -> Callable[[float, float], float | None]:
+        def p99(w0: float, w1: float) -> float | None:
+            sel = (fin >= w0) & (fin < w1)
+            return float(np.percentile(values[sel], 99)) if sel.any() else None
+
+        return p99
+
+    def waiting_at(w1: float) -> bool:
+        return bool(np.any((run.sent < w1) & (fin >= w1)))
+
     tick = (run.tick_t > start) & (run.tick_t <= end)
     caps = run.tick_cap[tick]
     moved = np.zeros(run.tick_cap.size, dtype=bool)
@@ -80,14 +81,14 @@ def score_span(run: RunResult, start: float, end: float) -> Scores:
     completed = int((admissible & (fin <= end + 30.0)).sum())
     finished_lat = lat[in_span_done]
     return Scores(
-        slo_windows=meets / n_windows,
-        ttft_windows=ttft_meets / n_windows,
+        slo_windows=slo_window_share(bounds, slo.target_s, p99_in(lat), waiting_at),
+        ttft_windows=slo_window_share(bounds, slo.ttft_s, p99_in(ttft), waiting_at),
         goodput_tok_s=good_tokens / span,
         throughput_tok_s=throughput,
         mean_cap=float(caps.mean()) if caps.size else float("nan"),
         changes=changes,
         p99_slo_s=float(np.percentile(finished_lat, 99)) if finished_lat.size else float("nan"),
-        windows=len(edges),
+        windows=len(bounds),
         saturated=arrivals > 0 and completed < 0.93 * arrivals,
     )
 

@@ -23,186 +23,27 @@ import json
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import uvicorn
-from governor.core import signals
+from governor_dev.ports import free_port
 from governor_runtime import auth, contract
-from governor_runtime.limits import Bounds, LimitsError, resolve
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from governor_runtime.limits import Bounds, LimitsError, parse_change, resolve
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from governor_twin.engine import DONE, REJECTED, Engine, Histogram
+from governor_twin.engine import REJECTED
+from governor_twin.exposition import metrics_text
+from governor_twin.live import TwinEngine
 from governor_twin.profile import EngineProfile
 
+__all__ = ["LIMITS_PATH", "Hosted", "TwinEngine", "build_app", "hosted", "serve"]
+
 LIMITS_PATH = contract.LIMITS_PATH
-PROMPT_WINDOW_S = 60.0
-LONG_PROMPT_FACTOR = 1.3
-
-
-class TwinEngine:
-    """One simulated engine driven by the wall clock (seconds since it started)."""
-
-    def __init__(
-        self,
-        profile: EngineProfile,
-        model_name: str = "twin",
-        index: int = 0,
-        initial_cap: int | None = None,
-        seed: int = 0,
-    ) -> None:
-        self.engine = Engine(profile, cap=initial_cap, seed=seed)
-        self.model_name = model_name
-        self.index = index
-        self.started = time.monotonic()
-        self._progress = asyncio.Event()
-        self._wake = asyncio.Event()
-        self._prompts: deque[tuple[float, int]] = deque()
-        self.prompt_p95 = 0.0
-        self.long_prompts = 0.0
-        self.lock = asyncio.Lock()
-
-    def now(self) -> float:
-        return time.monotonic() - self.started
-
-    async def drive(self) -> None:
-        """Advance the engine to the wall clock; wake waiting handlers when anything moved."""
-        engine = self.engine
-        while True:
-            steps = engine.stats.steps
-            engine.advance(self.now())
-            finished = bool(engine.finished)
-            engine.finished.clear()
-            if engine.stats.steps != steps or finished:
-                self._progress.set()
-                self._progress = asyncio.Event()
-            busy = bool(engine.running or engine.waiting)
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 0.001 if busy else 0.05)
-
-    def _note_prompt(self, now: float, length: int) -> None:
-        """The runtime's prompt signals: 60 s windowed P95 and a counter of prompts above 1.3 × it."""
-        if self._prompts and length > LONG_PROMPT_FACTOR * self.prompt_p95:
-            self.long_prompts += 1
-        self._prompts.append((now, length))
-        while self._prompts and self._prompts[0][0] < now - PROMPT_WINDOW_S:
-            self._prompts.popleft()
-        self.prompt_p95 = float(np.percentile([p for _, p in self._prompts], 95))
-
-    def submit(self, prompt_tokens: int, max_tokens: int) -> int:
-        now = self.now()
-        self._note_prompt(now, prompt_tokens)
-        rid = self.engine.submit(now, prompt_tokens, max_tokens)
-        self._wake.set()
-        return rid
-
-    async def tokens(self, rid: int) -> AsyncIterator[int]:
-        """Yield the number of new tokens each time the request progresses, until it finishes."""
-        engine = self.engine
-        sent = 0
-        while True:
-            event = self._progress
-            generated = int(engine.generated[rid])
-            if generated > sent:
-                yield generated - sent
-                sent = generated
-            if engine.state[rid] == DONE:
-                return
-            await event.wait()
-
-    def limits(self) -> dict[str, int]:
-        e = self.engine
-        return {
-            "engine": self.index,
-            "cap": e.cap,
-            "ceiling": e.ceiling,
-            "token_budget": e.token_budget,
-            "token_budget_ceiling": e.token_budget_ceiling,
-        }
-
-
-# ---------------------------------------------------------------------------------------------- metrics
-def _histogram(name: str, doc: str, hist: Histogram, labels: list[str]) -> HistogramMetricFamily:
-    family = HistogramMetricFamily(name, doc, labels=["model_name", "engine"])
-    cumulative = hist.cumulative()
-    buckets = [
-        (repr(float(edge)), float(count)) for edge, count in zip(hist.edges, cumulative[:-1], strict=True)
-    ]
-    buckets.append(("+Inf", float(cumulative[-1])))
-    family.add_metric(labels, buckets, hist.total)
-    return family
-
-
-class TwinCollector:
-    """vLLM's series for one engine, read from the engine at scrape time."""
-
-    def __init__(self, twin: TwinEngine) -> None:
-        self.twin = twin
-
-    def collect(self) -> Iterator[Metric]:
-        twin, e = self.twin, self.twin.engine
-        e.flush()
-        labels = [twin.model_name, str(twin.index)]
-        names = ["model_name", "engine"]
-
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            family = GaugeMetricFamily(name, doc, labels=names)
-            family.add_metric(labels, value)
-            return family
-
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            family = CounterMetricFamily(name, doc, labels=names)
-            family.add_metric(labels, value)
-            return family
-
-        yield gauge(signals.RUNNING, "Number of requests in model execution batches.", e.num_running)
-        yield gauge(signals.WAITING, "Number of requests waiting to be processed.", e.num_waiting)
-        by_reason = GaugeMetricFamily(
-            signals.WAITING_BY_REASON, "Waiting requests by reason.", labels=[*names, "reason"]
-        )
-        by_reason.add_metric([*labels, "capacity"], e.num_waiting)
-        by_reason.add_metric([*labels, "deferred"], 0.0)
-        yield by_reason
-        yield gauge(signals.KV_CACHE_USAGE, "KV-cache usage. 1 means 100 percent usage.", e.kv_usage)
-        yield counter(signals.PREEMPTIONS, "Cumulative number of preemptions.", e.preemptions)
-        yield counter(signals.PROMPT_TOKENS, "Number of prefill tokens processed.", e.prompt_tokens_total)
-        yield counter(
-            signals.GENERATION_TOKENS, "Number of generation tokens processed.", e.generation_tokens_total
-        )
-        success = CounterMetricFamily(
-            signals.REQUEST_SUCCESS,
-            "Count of successfully processed requests.",
-            labels=[*names, "finished_reason"],
-        )
-        success.add_metric([*labels, "length"], e.success_total)
-        yield success
-        yield _histogram(signals.E2E_LATENCY, "End-to-end request latency in seconds.", e.e2e_hist, labels)
-        yield _histogram(signals.TTFT, "Time to first token in seconds.", e.ttft_hist, labels)
-        yield _histogram(signals.INTER_TOKEN_LATENCY, "Inter-token latency in seconds.", e.itl_hist, labels)
-        yield _histogram(
-            signals.TPOT, "Time per output token (mean decode gap) per request.", e.tpot_hist, labels
-        )
-        yield _histogram(signals.QUEUE_TIME, "Time spent in the waiting queue.", e.queue_hist, labels)
-        yield _histogram(signals.REQUEST_PROMPT_TOKENS, "Prompt tokens per request.", e.prompt_hist, labels)
-        yield _histogram(
-            signals.REQUEST_GENERATION_TOKENS, "Generated tokens per request.", e.generation_hist, labels
-        )
-        yield gauge(signals.RUNTIME_CAP, "The live admission cap (max_num_active_seqs).", e.cap)
-        yield gauge(signals.RUNTIME_CEILING, "The startup max_num_seqs.", e.ceiling)
-        yield gauge(signals.RUNTIME_TOKEN_BUDGET, "The live per-step token budget.", e.token_budget)
-        yield gauge(signals.RUNTIME_PROMPT_P95, "Prompt tokens P95 over the last 60 s.", twin.prompt_p95)
-        yield counter(
-            signals.RUNTIME_LONG_PROMPTS, "Prompts above 1.3 x the windowed P95.", twin.long_prompts
-        )
 
 
 # ---------------------------------------------------------------------------------------------- routes
@@ -236,171 +77,161 @@ def _limits_body(twin: TwinEngine) -> dict[str, Any]:
     return {**{k: v for k, v in engine.items() if k != "engine"}, "engines": [engine]}
 
 
-def build_app(twin: TwinEngine) -> Starlette:
-    async def limits(request: Request) -> Response:
+def _prompt_tokens(prompt: Any) -> int | str:
+    """The prompt's length in tokens, or why it is refused."""
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], list):
+        if len(prompt) != 1:
+            return "the twin serves one prompt per request"
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return max(1, len(prompt.split()))
+    if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt) and prompt:
+        return len(prompt)
+    return "prompt must be a string or a non-empty list of token ids"
+
+
+def _completion_request(body: Any, twin: TwinEngine) -> tuple[int, int] | JSONResponse:
+    """(prompt tokens, max tokens) of a valid request, else vLLM's error answer."""
+    if body.get("model") not in (None, twin.model_name):
+        return _openai_error(f"The model `{body.get('model')}` does not exist.", 404)
+    prompt_tokens = _prompt_tokens(body.get("prompt"))
+    if isinstance(prompt_tokens, str):
+        return _openai_error(prompt_tokens)
+    max_tokens = body.get("max_tokens") or 16
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        return _openai_error("max_tokens must be a positive integer")
+    limit = twin.engine.profile.max_model_len
+    if prompt_tokens + max_tokens > limit:
+        return _openai_error(
+            f"This model's maximum context length is {limit} tokens. However, you "
+            f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the "
+            f"messages, {max_tokens} in the completion)."
+        )
+    return prompt_tokens, max_tokens
+
+
+@dataclass
+class _Completion:
+    """One accepted completion request and the OpenAI shapes of its answer."""
+
+    twin: TwinEngine
+    rid: int
+    prompt_tokens: int
+    max_tokens: int
+    request_id: str
+    created: int
+
+    def text(self, n: int, start: int) -> str:
+        return "".join(f" t{(self.rid * 31 + start + i) % 1000}" for i in range(n))
+
+    def usage(self) -> dict[str, int]:
+        prompt, completion = self.prompt_tokens, self.max_tokens
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def envelope(self, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {
+            "id": self.request_id,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.twin.model_name,
+            "choices": choices,
+            **extra,
+        }
+
+    def choice(self, text: str, finish: str | None) -> dict[str, Any]:
+        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+
+    async def whole(self) -> JSONResponse:
+        async for _ in self.twin.tokens(self.rid):
+            pass
+        choice = self.choice(self.text(self.max_tokens, 0), "length")
+        return JSONResponse(self.envelope([choice], usage=self.usage()))
+
+    async def events(self, include_usage: bool) -> AsyncIterator[str]:
+        done = 0
+        async for n in self.twin.tokens(self.rid):
+            done += n
+            choice = self.choice(self.text(n, done - n), "length" if done >= self.max_tokens else None)
+            yield f"data: {json.dumps(self.envelope([choice]))}\n\n"
+        if include_usage:
+            yield f"data: {json.dumps(self.envelope([], usage=self.usage()))}\n\n"
+        yield "data: [DONE]\n\n"
+
+
+@dataclass
+class _Routes:
+    """The runtime's HTTP surface for one twin engine."""
+
+    twin: TwinEngine
+
+    async def limits(self, request: Request) -> Response:
         if (refused := _authorize(request)) is not None:
             return refused
         if request.method == "GET":
-            return JSONResponse(_limits_body(twin))
+            return JSONResponse(_limits_body(self.twin))
         try:
-            try:
-                body = json.loads(await request.body() or b"null")
-            except ValueError as bad:
-                raise LimitsError("invalid", f"the body is not JSON: {bad}") from None
-            if not isinstance(body, dict):
-                raise LimitsError("invalid", 'the body must be a JSON object such as {"cap": 8}')
-            unknown = sorted(set(body) - {"cap", "token_budget"})
-            if unknown:
-                raise LimitsError("invalid", f"unknown field(s) {unknown}; allowed: ['cap', 'token_budget']")
-            if not body:
-                raise LimitsError("invalid", "give at least one of ['cap', 'token_budget']")
-            e = twin.engine
-            async with twin.lock:
+            change = parse_change(await request.body())
+            e = self.twin.engine
+            async with self.twin.lock:
                 cap, budget = resolve(
                     Bounds(e.ceiling, e.token_budget_ceiling),
                     e.cap,
                     e.token_budget,
-                    body.get("cap"),
-                    body.get("token_budget"),
+                    change.get("cap"),
+                    change.get("token_budget"),
                 )
                 e.set_cap(cap)
                 e.set_token_budget(budget)
         except LimitsError as bad:
             return _error(422, bad.code, bad.message)
-        return JSONResponse(_limits_body(twin))
+        return JSONResponse(_limits_body(self.twin))
 
-    async def metrics(request: Request) -> Response:
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(TwinCollector(twin))
-        return PlainTextResponse(
-            generate_latest(registry).decode(), media_type="text/plain; version=0.0.4; charset=utf-8"
-        )
+    async def metrics(self, request: Request) -> Response:
+        media_type = "text/plain; version=0.0.4; charset=utf-8"
+        return PlainTextResponse(metrics_text(self.twin), media_type=media_type)
 
-    async def health(request: Request) -> Response:
+    async def health(self, request: Request) -> Response:
         return Response(status_code=200)
 
-    async def models(request: Request) -> Response:
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "id": twin.model_name,
-                        "object": "model",
-                        "owned_by": "governor-twin",
-                        "max_model_len": twin.engine.profile.max_model_len,
-                    }
-                ],
-            }
-        )
+    async def models(self, request: Request) -> Response:
+        model = {
+            "id": self.twin.model_name,
+            "object": "model",
+            "owned_by": "governor-twin",
+            "max_model_len": self.twin.engine.profile.max_model_len,
+        }
+        return JSONResponse({"object": "list", "data": [model]})
 
-    async def completions(request: Request) -> Response:
+    async def completions(self, request: Request) -> Response:
         try:
             body = await request.json()
         except ValueError:
             return _openai_error("the body is not JSON")
-        if body.get("model") not in (None, twin.model_name):
-            return _openai_error(f"The model `{body.get('model')}` does not exist.", 404)
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and prompt and isinstance(prompt[0], list):
-            if len(prompt) != 1:
-                return _openai_error("the twin serves one prompt per request")
-            prompt = prompt[0]
-        if isinstance(prompt, str):
-            prompt_tokens = max(1, len(prompt.split()))
-        elif isinstance(prompt, list) and all(isinstance(t, int) for t in prompt) and prompt:
-            prompt_tokens = len(prompt)
-        else:
-            return _openai_error("prompt must be a string or a non-empty list of token ids")
-        max_tokens = body.get("max_tokens") or 16
-        if not isinstance(max_tokens, int) or max_tokens < 1:
-            return _openai_error("max_tokens must be a positive integer")
-        limit = twin.engine.profile.max_model_len
-        if prompt_tokens + max_tokens > limit:
-            return _openai_error(
-                f"This model's maximum context length is {limit} tokens. However, you "
-                f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the "
-                f"messages, {max_tokens} in the completion)."
-            )
-        rid = twin.submit(prompt_tokens, max_tokens)
-        if twin.engine.state[rid] == REJECTED:
+        accepted = _completion_request(body, self.twin)
+        if isinstance(accepted, JSONResponse):
+            return accepted
+        prompt_tokens, max_tokens = accepted
+        rid = self.twin.submit(prompt_tokens, max_tokens)
+        if self.twin.engine.state[rid] == REJECTED:
             return _openai_error("request rejected")
-        request_id = f"cmpl-{uuid.uuid4().hex}"
-        created = int(time.time())
-        usage = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": max_tokens,
-            "total_tokens": prompt_tokens + max_tokens,
-        }
-
-        def text(n: int, start: int) -> str:
-            return "".join(f" t{(rid * 31 + start + i) % 1000}" for i in range(n))
-
+        completion = _Completion(
+            self.twin, rid, prompt_tokens, max_tokens, f"cmpl-{uuid.uuid4().hex}", int(time.time())
+        )
         if not body.get("stream"):
-            async for _ in twin.tokens(rid):
-                pass
-            return JSONResponse(
-                {
-                    "id": request_id,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": twin.model_name,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "text": text(max_tokens, 0),
-                            "logprobs": None,
-                            "finish_reason": "length",
-                            "stop_reason": None,
-                        }
-                    ],
-                    "usage": usage,
-                }
-            )
+            return await completion.whole()
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(completion.events(include_usage), media_type="text/event-stream")
 
-        async def events() -> AsyncIterator[str]:
-            done = 0
-            async for n in twin.tokens(rid):
-                done += n
-                finish = "length" if done >= max_tokens else None
-                chunk = {
-                    "id": request_id,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": twin.model_name,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "text": text(n, done - n),
-                            "logprobs": None,
-                            "finish_reason": finish,
-                            "stop_reason": None,
-                        }
-                    ],
-                }
-                yield f"data: {json.dumps(chunk)}\n\n"
-            if include_usage:
-                chunk = {
-                    "id": request_id,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": twin.model_name,
-                    "choices": [],
-                    "usage": usage,
-                }
-                yield f"data: {json.dumps(chunk)}\n\n"
-            yield "data: [DONE]\n\n"
 
-        return StreamingResponse(events(), media_type="text/event-stream")
-
+def build_app(twin: TwinEngine) -> Starlette:
+    routes = _Routes(twin)
     return Starlette(
         routes=[
-            Route("/v1/completions", completions, methods=["POST"]),
-            Route("/metrics", metrics, methods=["GET"]),
-            Route(LIMITS_PATH, limits, methods=["GET", "PUT"]),
-            Route("/health", health, methods=["GET"]),
-            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/completions", routes.completions, methods=["POST"]),
+            Route("/metrics", routes.metrics, methods=["GET"]),
+            Route(LIMITS_PATH, routes.limits, methods=["GET", "PUT"]),
+            Route("/health", routes.health, methods=["GET"]),
+            Route("/v1/models", routes.models, methods=["GET"]),
         ]
     )
 
@@ -469,14 +300,6 @@ def hosted(
     ports: Sequence[int] | None = None,
 ) -> Iterator[Hosted]:
     """Host `engines` twins in a background thread (own event loop) on free ports; for tests and demos."""
-    import socket
-
-    def free_port() -> int:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port: int = probe.getsockname()[1]
-            return port
-
     chosen = list(ports) if ports is not None else [free_port() for _ in range(engines)]
     twins = [TwinEngine(profile, model_name, i, initial_cap, seed=i) for i in range(engines)]
     loop = asyncio.new_event_loop()

@@ -161,73 +161,91 @@ def _with(mapping: Book, key: Target, fp: str, present: bool) -> Book:
     return updated
 
 
-def decide(state: ReceiverState, notification: Notification, now_s: float, repeat_after_s: float) -> Decision:
-    """The steps one notification asks for, at most one per InferenceService (out wins over in)."""
-    firing_out, headroom, acted = dict(state.firing_out), dict(state.headroom), dict(state.acted)
-    skipped: list[Skipped] = []
-    wanted: dict[Target, tuple[Literal[-1, 1], list[str], str]] = {}
+@dataclass
+class _Deciding:
+    """The working state of one :func:`decide` call."""
 
-    def due(alert: Alert, key: str) -> bool:
-        last = acted.get(key)
-        return last is None or last[0] != alert.starts_at or now_s - last[1] >= repeat_after_s
+    firing_out: Book
+    headroom: Book
+    acted: dict[str, tuple[datetime, float]]
+    now_s: float
+    repeat_after_s: float
+    skipped: list[Skipped] = field(default_factory=list)
+    wanted: dict[Target, tuple[Literal[-1, 1], list[str], str]] = field(default_factory=dict)
 
-    def want(target: Target, direction: Literal[-1, 1], alertname: str, reason: str) -> None:
-        current = wanted.get(target)
+    def due(self, alert: Alert, key: str) -> bool:
+        last = self.acted.get(key)
+        return last is None or last[0] != alert.starts_at or self.now_s - last[1] >= self.repeat_after_s
+
+    def want(self, target: Target, direction: Literal[-1, 1], alertname: str, reason: str) -> None:
+        current = self.wanted.get(target)
         if current is None or direction > current[0]:
-            wanted[target] = (direction, [alertname], reason)
+            self.wanted[target] = (direction, [alertname], reason)
         elif direction == current[0]:
             current[1].append(alertname)
 
-    # First record what fires, so a group carrying both kinds decides on the whole picture.
-    for alert in notification.alerts:
+    def record(self, alert: Alert) -> None:
+        """What fires, so that a group carrying both kinds decides on the whole picture."""
         target, kind = target_of(alert), alert.labels.get(SCALE_LABEL)
         if target is None or kind not in (SCALE_OUT, SCALE_IN):
-            continue
-        book = firing_out if kind == SCALE_OUT else headroom
-        updated = _with(book, target, alert.fingerprint, alert.status == "firing")
+            return
+        firing = alert.status == "firing"
         if kind == SCALE_OUT:
-            firing_out = updated
+            self.firing_out = _with(self.firing_out, target, alert.fingerprint, firing)
         else:
-            headroom = updated
+            self.headroom = _with(self.headroom, target, alert.fingerprint, firing)
 
-    for alert in notification.alerts:
+    def judge(self, alert: Alert) -> None:
         alertname = alert.labels.get("alertname", alert.fingerprint)
         target, kind = target_of(alert), alert.labels.get(SCALE_LABEL)
         if kind not in (SCALE_OUT, SCALE_IN):
-            skipped.append(Skipped(alertname, f"no {SCALE_LABEL} label: not an autoscaling alert"))
-            continue
-        if target is None:
-            skipped.append(Skipped(alertname, f"labels lack {NAMESPACE_LABEL} and {ISVC_LABEL}"))
-            continue
-        if kind == SCALE_OUT and alert.status == "firing":
-            if due(alert, alert.fingerprint):
-                acted[alert.fingerprint] = (alert.starts_at, now_s)
-                want(target, 1, alertname, f"{alertname} firing since {alert.starts_at.isoformat()}")
-            else:
-                skipped.append(Skipped(alertname, "repeat of a notification already acted on"))
+            self.skipped.append(Skipped(alertname, f"no {SCALE_LABEL} label: not an autoscaling alert"))
+        elif target is None:
+            self.skipped.append(Skipped(alertname, f"labels lack {NAMESPACE_LABEL} and {ISVC_LABEL}"))
         elif kind == SCALE_OUT:
-            acted.pop(alert.fingerprint, None)
-            resolved_key = f"{alert.fingerprint}/resolved"
-            if headroom.get(target) and not firing_out.get(target) and due(alert, resolved_key):
-                acted[resolved_key] = (alert.starts_at, now_s)
-                want(target, -1, alertname, f"{alertname} resolved and headroom sustained")
-            else:
-                skipped.append(Skipped(alertname, "resolved; no sustained headroom, or already acted on"))
-        elif alert.status == "firing":
-            if firing_out.get(target):
-                skipped.append(Skipped(alertname, "headroom while a scale-out alert still fires"))
-            elif due(alert, alert.fingerprint):
-                acted[alert.fingerprint] = (alert.starts_at, now_s)
-                want(target, -1, alertname, f"{alertname}: sustained headroom, no scale-out alert firing")
-            else:
-                skipped.append(Skipped(alertname, "repeat of a notification already acted on"))
+            self._scale_out(alert, alertname, target)
         else:
-            acted.pop(alert.fingerprint, None)
-            skipped.append(Skipped(alertname, "headroom resolved"))
+            self._headroom(alert, alertname, target)
 
+    def _scale_out(self, alert: Alert, alertname: str, target: Target) -> None:
+        if alert.status == "firing":
+            if self.due(alert, alert.fingerprint):
+                self.acted[alert.fingerprint] = (alert.starts_at, self.now_s)
+                self.want(target, 1, alertname, f"{alertname} firing since {alert.starts_at.isoformat()}")
+            else:
+                self.skipped.append(Skipped(alertname, "repeat of a notification already acted on"))
+            return
+        self.acted.pop(alert.fingerprint, None)
+        resolved_key = f"{alert.fingerprint}/resolved"
+        if self.headroom.get(target) and not self.firing_out.get(target) and self.due(alert, resolved_key):
+            self.acted[resolved_key] = (alert.starts_at, self.now_s)
+            self.want(target, -1, alertname, f"{alertname} resolved and headroom sustained")
+        else:
+            self.skipped.append(Skipped(alertname, "resolved; no sustained headroom, or already acted on"))
+
+    def _headroom(self, alert: Alert, alertname: str, target: Target) -> None:
+        if alert.status != "firing":
+            self.acted.pop(alert.fingerprint, None)
+            self.skipped.append(Skipped(alertname, "headroom resolved"))
+        elif self.firing_out.get(target):
+            self.skipped.append(Skipped(alertname, "headroom while a scale-out alert still fires"))
+        elif self.due(alert, alert.fingerprint):
+            self.acted[alert.fingerprint] = (alert.starts_at, self.now_s)
+            self.want(target, -1, alertname, f"{alertname}: sustained headroom, no scale-out alert firing")
+        else:
+            self.skipped.append(Skipped(alertname, "repeat of a notification already acted on"))
+
+
+def decide(state: ReceiverState, notification: Notification, now_s: float, repeat_after_s: float) -> Decision:
+    """The steps one notification asks for, at most one per InferenceService (out wins over in)."""
+    work = _Deciding(dict(state.firing_out), dict(state.headroom), dict(state.acted), now_s, repeat_after_s)
+    for alert in notification.alerts:
+        work.record(alert)
+    for alert in notification.alerts:
+        work.judge(alert)
     steps = tuple(
         Step(namespace, name, direction, reason, tuple(names))
-        for (namespace, name), (direction, names, reason) in sorted(wanted.items())
+        for (namespace, name), (direction, names, reason) in sorted(work.wanted.items())
     )
-    new_state = replace(state, firing_out=firing_out, headroom=headroom, acted=acted)
-    return Decision(steps=steps, skipped=tuple(skipped), state=new_state)
+    new_state = replace(state, firing_out=work.firing_out, headroom=work.headroom, acted=work.acted)
+    return Decision(steps=steps, skipped=tuple(work.skipped), state=new_state)

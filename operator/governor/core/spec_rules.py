@@ -12,7 +12,7 @@ from governor.core.spec import Engine, InferenceServiceSpec
 def cross_field_problems(spec: InferenceServiceSpec) -> list[str]:
     """Every rule that spans fields, each answered with a sentence a user can act on."""
     out: list[str] = []
-    engine, adaptive, gpu = spec.engine, spec.adaptive, spec.resources.gpu
+    engine, adaptive = spec.engine, spec.adaptive
     profile = spec.profile()
     ceiling = engine.max_num_seqs or profile.ceiling
     ceiling_name = (
@@ -45,7 +45,17 @@ def cross_field_problems(spec: InferenceServiceSpec) -> list[str]:
     if adaptive.enabled and spec.slo is None:
         out.append("adaptive.enabled is true but spec.slo is missing: the governor needs a latency target"
                    " to hold")
-    scaling = spec.autoscaling
+    out += _scaling_and_gpu_problems(spec)
+    out += _engine_problems(engine, ceiling, ceiling_name)
+    if spec.model_cache.pvc_name and spec.model_cache.size_limit:
+        out.append("modelCache.sizeLimit applies to the emptyDir cache only; drop it when"
+                   " modelCache.pvcName is set")
+    return out
+
+
+def _scaling_and_gpu_problems(spec: InferenceServiceSpec) -> list[str]:
+    out: list[str] = []
+    engine, gpu, scaling = spec.engine, spec.resources.gpu, spec.autoscaling
     if scaling.min_replicas > scaling.max_replicas:
         out.append(
             f"autoscaling.minReplicas ({scaling.min_replicas}) must not exceed autoscaling.maxReplicas"
@@ -61,10 +71,6 @@ def cross_field_problems(spec: InferenceServiceSpec) -> list[str]:
     if gpu.count == 0 and gpu.type and profiles.normalize_gpu(gpu.type) not in ("CPU", profiles.UNKNOWN_GPU):
         out.append(f"resources.gpu.type is {gpu.type} but resources.gpu.count is 0: set a count of at"
                    " least 1")
-    out += _engine_problems(engine, ceiling, ceiling_name)
-    if spec.model_cache.pvc_name and spec.model_cache.size_limit:
-        out.append("modelCache.sizeLimit applies to the emptyDir cache only; drop it when"
-                   " modelCache.pvcName is set")
     return out
 
 
