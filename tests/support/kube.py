@@ -1,29 +1,28 @@
-"""A Kubernetes API for tests: kmock's KubernetesEmulator plus the server-side metadata it lacks.
+"""A Kubernetes API for tests: kmock's KubernetesEmulator plus what a real API server does that it lacks.
 
-kmock 0.8 stores objects and serves list/watch/get/create/merge-patch/delete with finalizers. This subclass
-adds what a real API server does and the operator (and Kopf) rely on:
+kmock 0.8 stores objects and serves list/watch/get/create/merge-patch/delete with finalizers. The read side
+(tests/support/kube_reads.py) adds typed lists with a real ``resourceVersion``, watches that resume from one
+without gap or stale replay, selectors, Tables, discovery and OpenAPI v3 for kubectl. This module adds the
+write side, as the operator, Kopf and kubectl rely on it:
 
 * ``metadata.uid``, ``creationTimestamp``, ``generation`` (1 on create, +1 when anything but metadata and
-  status changes) and a ``resourceVersion`` that changes on every write; ``generateName`` (Kopf's Events);
-* JSON-patch (``application/json-patch+json``: add/replace/remove/test), answering 422 when a ``test`` op
-  fails (Kopf's optimistic finalizer patches), and a ``metadata.resourceVersion`` precondition in merge
-  patches (409 when stale);
-* status/spec separation for resources with a ``status`` subresource (a patch of the main resource leaves
-  ``status`` alone; a patch of ``/status`` changes only ``status``); ``/scale`` GET and PATCH;
+  status changes) and a ``resourceVersion`` that changes on every write, deletes included; ``generateName``;
+* merge patches with a ``metadata.resourceVersion`` precondition (409 when stale), JSON patches (422 when a
+  ``test`` op fails: Kopf's optimistic finalizer patches), strategic merge patches (named list items merge
+  by name), PUT (replace, with the same precondition), server-side apply (``application/apply-patch+yaml``:
+  creates when absent; see tests/support/kube_patches.py for what it reduces);
+* status/spec separation for resources with a ``status`` subresource; ``/scale`` GET, PATCH and PUT;
 * Secrets' ``stringData`` folded into base64 ``data``.
 
-What it does NOT emulate, and how the tests work around it:
+Opt-in, because other tests hand the operator specs a real server would refuse (tests/operator):
 
-* Owner-reference garbage collection: nothing deletes dependents when their owner goes. Tests call
-  :meth:`Emulator.collect_garbage`, an explicit stand-in for the GC controller, when they need it, and
-  assert the owner references themselves (controller=true, the owner's uid).
-* Label and field selectors on list/watch: ignored (all objects are returned). The operator never relies on
-  them: Kopf filters handlers by labels client-side and governor.adapters.kube reads children by name.
-* Controllers: no Deployment controller, so no pods and no ``status.readyReplicas``. Tests write a
-  Deployment's status through ``/status`` as the controller would.
-* Schema validation, defaulting and pruning (no OpenAPI checks on write), strategic-merge patches (treated
-  as merge patches), PUT/replace, server-side apply, watch bookmarks and 410 Gone. The CRD schema is tested
-  separately (tests/operator/test_crd.py validates the examples against it).
+* ``validate_schemas``: custom resources are checked against their CRD's ``openAPIV3Schema`` on create and
+  when their spec changes (422 Invalid; unknown fields pruned, or 400 under ``fieldValidation=Strict``);
+* ``garbage_collection``: deleting an object deletes its dependents at once (background propagation).
+
+What it does NOT emulate: controllers (no pods, no Deployment status: tests write ``/status`` as the
+controller would), admission, aggregated discovery, watch bookmarks and ``timeoutSeconds``, managedFields and
+apply conflicts. Without ``garbage_collection``, tests call :meth:`Emulator.collect_garbage` explicitly.
 """
 
 from __future__ import annotations
@@ -32,96 +31,57 @@ import asyncio
 import base64
 import copy
 import datetime
-import itertools
 import secrets
 import string
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import aiohttp.web
 import attrs
 import kmock
+import yaml
 from kmock._internal import enums, k8s, rendering
+
+from tests.support import kube_validation
+from tests.support.kube_patches import (
+    Path,
+    json_patch,
+    leaf_paths,
+    merge_diff,
+    merge_patch,
+    server_side_apply,
+    strategic_merge_patch,
+)
+from tests.support.kube_reads import ReadingEmulator, not_found
 
 T = TypeVar("T")
 CRD_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+APPLY = "application/apply-patch+yaml"
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """The merge patch that turns ``old`` into ``new`` (kmock's store applies merge patches only)."""
-    diff: dict[str, Any] = {key: None for key in old if key not in new}
-    for key, value in new.items():
-        if key in old and isinstance(old[key], Mapping) and isinstance(value, Mapping):
-            sub = merge_diff(old[key], value)
-            if sub:
-                diff[key] = sub
-        elif key not in old or old[key] != value:
-            diff[key] = value
-    return diff
-
-
-def _pointer(path: str) -> list[str]:
-    return [part.replace("~1", "/").replace("~0", "~") for part in path.split("/")[1:]]
-
-
-def json_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    """RFC 6902 add/replace/remove/test. Raises ValueError on a failed test or a bad path."""
-    doc = copy.deepcopy(doc)
-    for op in ops:
-        *parents, last = _pointer(op["path"])
-        node: Any = doc
-        for part in parents:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        kind = op["op"]
-        if kind == "test":
-            current = node[int(last)] if isinstance(node, list) else node.get(last)
-            if current != op.get("value"):
-                raise ValueError(f"test failed at {op['path']}: {current!r} != {op.get('value')!r}")
-        elif kind in ("add", "replace"):
-            if isinstance(node, list):
-                if last == "-":
-                    node.append(op["value"])
-                elif kind == "add":
-                    node.insert(int(last), op["value"])
-                else:
-                    node[int(last)] = op["value"]
-            else:
-                node[last] = op["value"]
-        elif kind == "remove":
-            if isinstance(node, list):
-                del node[int(last)]
-            else:
-                del node[last]
-        else:
-            raise ValueError(f"unsupported JSON-patch op {kind!r}")
-    return doc
+def _conflict() -> k8s.KubernetesError:
+    return k8s.KubernetesError(
+        status=409,
+        reason="Conflict",
+        details={},
+        message="the object has been modified; please apply your changes to the latest version and try again",
+    )
 
 
 @attrs.define(kw_only=True)
-class Emulator(kmock.KubernetesEmulator):
-    _versions: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1000), init=False)
-    _writes: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False)
+class Emulator(ReadingEmulator):
+    validate_schemas: bool = False
+    garbage_collection: bool = False
+    _applied: dict[tuple[Any, ...], set[Path]] = attrs.field(factory=dict, init=False)
 
     def register_crd(self, crd: Mapping[str, Any]) -> None:
-        """Serve a CustomResourceDefinition's resource with every verb and its subresources."""
+        """Serve a CRD's resource with every verb, its subresources, its schema and its printer columns."""
         names, group = crd["spec"]["names"], crd["spec"]["group"]
         for version in crd["spec"]["versions"]:
-            self.resources[f"{group}/{version['name']}/{names['plural']}"] = kmock.ResourceInfo(
+            resource = kmock.resource(group, version["name"], names["plural"])
+            self.resources[resource] = kmock.ResourceInfo(
                 kind=names["kind"],
                 singular=names.get("singular"),
                 namespaced=crd["spec"]["scope"] == "Namespaced",
@@ -130,36 +90,47 @@ class Emulator(kmock.KubernetesEmulator):
                 categories=names.get("categories", []),
                 subresources=set(version.get("subresources", {})),
             )
+            self._crds[resource] = {
+                "schema": (version.get("schema") or {}).get("openAPIV3Schema"),
+                "columns": version.get("additionalPrinterColumns", []),
+            }
 
     def _subresources(self, resource: kmock.resource) -> set[str]:
-        try:
-            return set(self.resources[resource].subresources) if resource in self.resources else set()
-        except KeyError:
-            return set()
-
-    def _next_version(self) -> str:
-        return str(next(self._versions))
+        return set(self.resources[resource].subresources) if resource in self.resources else set()
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
-        if request.resource is None or request.action not in (
-            enums.action.CREATE,
-            enums.action.UPDATE,
-            enums.action.FETCH,
-        ):
-            return await super()._handle(request)
-        if request.action == enums.action.FETCH:
-            if request.subresource == "scale":
+        try:
+            if request.resource is not None and request.method == enums.method.PUT and request.name:
+                object.__setattr__(request, "action", enums.action.UPDATE)  # kmock knows PATCH only
+            if request.action == enums.action.FETCH and request.subresource == "scale":
                 return aiohttp.web.json_response(self._scale(request))
-            return await super()._handle(request)
-        async with self._writes:
-            if request.action == enums.action.CREATE:
-                self._prepare_create(request)
-            else:
-                self._prepare_update(request)
-            return await super()._handle(request)
+            if request.action == enums.action.FETCH and request.resource and self._live(request) is None:
+                raise not_found(request.resource, request.name)  # kmock would answer with its own wording
+            if request.resource is None or request.action not in (
+                enums.action.CREATE,
+                enums.action.UPDATE,
+                enums.action.DELETE,
+            ):
+                return await super()._handle(request)
+            async with self._writes:
+                if request.action == enums.action.CREATE:
+                    self._prepare_create(request)
+                elif request.action == enums.action.UPDATE:
+                    self._prepare_update(request)
+                elif request.name is not None:
+                    self._prepare_delete(request)
+                response = await super()._handle(request)
+                if request.subresource == "scale" and response.status < 300:
+                    response = aiohttp.web.json_response(self._scale(request))  # a Scale, not the object
+            if self.garbage_collection and request.action != enums.action.CREATE:
+                await self.collect_garbage()
+            return response
+        except k8s.KubernetesError as error:
+            return await self._render_error(error)
 
     def _live(self, request: rendering.Request) -> dict[str, Any] | None:
-        key = (request.resource, request.namespace, request.name)
+        assert request.resource is not None
+        key = (request.resource, request.namespace, request.name or "")
         if key not in self.objects or self.objects[key].deleted:
             return None
         return copy.deepcopy(self.objects[key].raw)
@@ -167,7 +138,8 @@ class Emulator(kmock.KubernetesEmulator):
     def _scale(self, request: rendering.Request) -> dict[str, Any]:
         live = self._live(request)
         if live is None:
-            raise k8s.KubernetesObjectNotFoundError()
+            assert request.resource is not None
+            raise not_found(request.resource, request.name)
         meta, status = live["metadata"], live.get("status") or {}
         return {
             "apiVersion": "autoscaling/v1",
@@ -177,6 +149,41 @@ class Emulator(kmock.KubernetesEmulator):
             "status": {"replicas": status.get("replicas", 0), "selector": status.get("selector", "")},
         }
 
+    def _validate(self, request: rendering.Request, new: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """The CRD schema's verdict on ``new`` (see the module docstring); prunes unknown fields in place."""
+        assert request.resource is not None
+        schema = self._crds.get(request.resource, {}).get("schema")
+        if not self.validate_schemas or schema is None or request.subresource:
+            return
+        if old is not None and {k: v for k, v in new.items() if k not in ("metadata", "status")} == {
+            k: v for k, v in old.items() if k not in ("metadata", "status")
+        }:
+            return  # metadata-only writes (finalizers, annotations) are not re-validated
+        kind, name = self._kind(request.resource), new.get("metadata", {}).get("name")
+        unknown = kube_validation.unknown_fields(new, schema)
+        if unknown and request.params.get("fieldValidation") == "Strict":
+            fields = ", ".join(f'unknown field "{path}"' for path in unknown)
+            raise k8s.KubernetesError(
+                status=400,
+                reason="BadRequest",
+                details={},
+                message=(
+                    f'{kind} in version "{request.resource.version}" cannot be handled as a {kind}: '
+                    f"strict decoding error: {fields}"
+                ),
+            )
+        kube_validation.prune(new, unknown)
+        causes = kube_validation.invalid_causes(new, schema)
+        if causes:
+            raise k8s.KubernetesError(
+                status=422,
+                reason="Invalid",
+                message=kube_validation.invalid_message(
+                    kind, request.resource.group or "", str(name), causes
+                ),
+                details={"name": name, "group": request.resource.group, "kind": kind, "causes": causes},
+            )
+
     def _prepare_create(self, request: rendering.Request) -> None:
         data = request.data if isinstance(request.data, dict) else {}
         meta = data.setdefault("metadata", {})
@@ -185,14 +192,16 @@ class Emulator(kmock.KubernetesEmulator):
             meta["name"] = meta["generateName"] + "".join(secrets.choice(alphabet) for _ in range(5))
         if request.namespace and not meta.get("namespace"):
             meta["namespace"] = request.namespace
+        assert request.resource is not None
+        self._validate(request, data, None)
         meta.update(
             uid=str(uuid.uuid4()),
             generation=1,
             resourceVersion=self._next_version(),
             creationTimestamp=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         )
-        meta.pop("deletionTimestamp", None)
-        assert request.resource is not None
+        for key in ("deletionTimestamp", "managedFields"):
+            meta.pop(key, None)
         if "status" in self._subresources(request.resource):
             data.pop("status", None)
         if request.resource == kmock.resource("", "v1", "secrets") and "stringData" in data:
@@ -201,39 +210,69 @@ class Emulator(kmock.KubernetesEmulator):
             }
             data["data"] = {**data.get("data", {}), **encoded}
 
-    def _prepare_update(self, request: rendering.Request) -> None:
-        live = self._live(request)
-        if live is None:
-            return  # kmock answers 404
-        assert request.resource is not None
+    def _body(self, request: rendering.Request) -> Any:
+        if request.data is None and request.text.strip():
+            return yaml.safe_load(request.text)  # apply patches may be YAML
+        return request.data
+
+    def _apply_create(self, request: rendering.Request, body: dict[str, Any]) -> None:
+        """Server-side apply of an absent object creates it."""
+        object.__setattr__(request, "action", enums.action.CREATE)
+        object.__setattr__(request, "data", body)
+        self._prepare_create(request)
+        manager = request.params.get("fieldManager", "")
+        self._applied[(request.resource, request.namespace, request.name, manager)] = set(leaf_paths(body))
+
+    def _patched(self, request: rendering.Request, live: dict[str, Any]) -> dict[str, Any]:
+        """The object after this PATCH or PUT, before status separation and server-owned metadata."""
         content_type = request.headers.get("Content-Type", "")
+        body = self._body(request)
         if "json-patch" in content_type:
             try:
-                new = json_patch(live, request.data)
+                return json_patch(live, body)
             except (ValueError, KeyError, IndexError, TypeError) as error:
-                raise k8s.KubernetesError(status=422, reason="Invalid", message=str(error)) from None
-        else:
-            patch = request.data if isinstance(request.data, dict) else {}
-            wanted_version = (patch.get("metadata") or {}).get("resourceVersion")
-            if wanted_version is not None and wanted_version != live["metadata"].get("resourceVersion"):
                 raise k8s.KubernetesError(
-                    status=409,
-                    reason="Conflict",
-                    message="the object has been modified; apply your changes again",
-                )
-            if request.subresource == "scale":
-                patch = {"spec": {"replicas": (patch.get("spec") or {}).get("replicas")}}
-            new = merge_patch(live, patch)
-        new = copy.deepcopy(new)  # merge_patch shares untouched sub-dicts with `live`
+                    status=422, reason="Invalid", message=str(error), details={}
+                ) from None
+        patch = body if isinstance(body, dict) else {}
+        wanted_version = (patch.get("metadata") or {}).get("resourceVersion")
+        if wanted_version and wanted_version != live["metadata"].get("resourceVersion"):
+            raise _conflict()
+        if request.subresource == "scale":
+            return dict(merge_patch(live, {"spec": {"replicas": (patch.get("spec") or {}).get("replicas")}}))
+        if request.method == enums.method.PUT:
+            return {**copy.deepcopy(patch), "metadata": {**live["metadata"], **patch.get("metadata", {})}}
+        if content_type.startswith(APPLY):
+            key = (request.resource, request.namespace, request.name, request.params.get("fieldManager", ""))
+            before = self._applied.get(key, set())
+            self._applied[key] = set(leaf_paths(patch))
+            return server_side_apply(live, patch, before)
+        if "strategic-merge-patch" in content_type:
+            return dict(strategic_merge_patch(live, patch))
+        return dict(merge_patch(live, patch))
+
+    def _prepare_update(self, request: rendering.Request) -> None:
+        assert request.resource is not None
+        live = self._live(request)
+        if live is None:
+            body = self._body(request)
+            if request.headers.get("Content-Type", "").startswith(APPLY) and isinstance(body, dict):
+                return self._apply_create(request, body)
+            raise not_found(request.resource, request.name)
+        new = copy.deepcopy(
+            self._patched(request, live)
+        )  # merge_patch shares untouched sub-dicts with `live`
         if "status" in self._subresources(request.resource):
             if request.subresource == "status":
                 new = {**live, "status": new.get("status")}
             else:
                 new["status"] = live.get("status")
             new = {k: v for k, v in new.items() if v is not None}
-        for key in ("uid", "creationTimestamp", "name", "namespace"):
+        for key in ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp", "generation"):
             if key in live["metadata"]:
                 new.setdefault("metadata", {})[key] = live["metadata"][key]
+        new.get("metadata", {}).pop("managedFields", None)
+        self._validate(request, new, live)
         if new != live:
             body = (
                 {k: v for k, v in new.items() if k not in ("metadata", "status")},
@@ -244,17 +283,28 @@ class Emulator(kmock.KubernetesEmulator):
                 meta["generation"] = int(live["metadata"].get("generation", 1)) + 1
             meta["resourceVersion"] = self._next_version()
         object.__setattr__(request, "data", merge_diff(live, new))
+        return None
+
+    def _prepare_delete(self, request: rendering.Request) -> None:
+        """A delete is a write: the object's last state (MODIFIED or DELETED) has a new resourceVersion."""
+        assert request.resource is not None
+        key = (request.resource, request.namespace, request.name or "")
+        if key not in self.objects or self.objects[key].deleted:
+            raise not_found(request.resource, request.name)
+        if not self.objects[key].raw["metadata"].get("deletionTimestamp"):
+            self.objects[key].patch({"metadata": {"resourceVersion": self._next_version()}})
 
     async def collect_garbage(self) -> list[tuple[str, str | None, str]]:
         """Stand-in for the GC controller: delete objects whose owners (by uid) no longer exist."""
         removed: list[tuple[str, str | None, str]] = []
-        async with self._lock:
+        async with self._writes, self._lock:
             alive = {obj.raw["metadata"].get("uid") for obj in self.objects.values() if not obj.deleted}
             for (resource, namespace, name), obj in list(self.objects.items()):
                 if obj.deleted:
                     continue
                 owners = obj.raw["metadata"].get("ownerReferences") or []
                 if owners and not any(ref.get("uid") in alive for ref in owners):
+                    obj.patch({"metadata": {"resourceVersion": self._next_version()}})
                     raw = obj.raw
                     obj.delete()
                     await self._buses[resource].put({"type": "DELETED", "object": raw})
@@ -262,13 +312,33 @@ class Emulator(kmock.KubernetesEmulator):
         return removed
 
 
+@overload
 async def eventually(
-    check: Callable[[], T | Awaitable[T]],
+    check: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = ...,  # noqa: ASYNC109
+    interval: float = ...,
+    what: str = ...,
+) -> T: ...
+
+
+@overload
+async def eventually(
+    check: Callable[[], T],
+    *,
+    timeout: float = ...,  # noqa: ASYNC109
+    interval: float = ...,
+    what: str = ...,
+) -> T: ...
+
+
+async def eventually(
+    check: Callable[[], Any],
     *,
     timeout: float = 15.0,  # noqa: ASYNC109
     interval: float = 0.1,
     what: str = "condition",
-) -> T:
+) -> Any:
     """Poll until ``check`` returns a truthy value (assertion errors count as 'not yet')."""
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
