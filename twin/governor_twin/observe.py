@@ -32,10 +32,26 @@ def histogram_quantile(q: float, edges: NDArray[np.float64], counts: NDArray[np.
     return core_histogram.histogram_quantile(q, list(zip(bounds, np.cumsum(counts).tolist(), strict=True)))
 
 
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _mean_histograms(e: Engine) -> dict[str, Histogram]:
+    """Observation field -> the histogram whose windowed mean it is (as governor.core.promql.MEANS)."""
+    return {
+        "tpot_mean_s": e.tpot_hist,
+        "ttft_mean_s": e.ttft_hist,
+        "queue_time_mean_s": e.queue_hist,
+        "output_tokens_mean": e.generation_hist,
+    }
+
+
 @dataclass
 class _Snapshot:
     t: float
     counts: NDArray[np.float64]
+    ttft_counts: NDArray[np.float64]
+    sums: dict[str, tuple[float, float]]  # mean field -> (sum, count) of its histogram
     success: float
     preemptions: float
     long_prompts: float
@@ -83,25 +99,39 @@ class Observer:
         self._prompt_signals(now)
         e.flush()
         hist = self._histogram()
-        snap = _Snapshot(now, hist.counts.copy(), e.success_total, float(e.preemptions), self.long_prompts)
+        sums = {name: (h.total, float(h.counts.sum())) for name, h in _mean_histograms(e).items()}
+        snap = _Snapshot(
+            now,
+            hist.counts.copy(),
+            e.ttft_hist.counts.copy(),
+            sums,
+            e.success_total,
+            float(e.preemptions),
+            self.long_prompts,
+        )
         self.snapshots.append(snap)
         while len(self.snapshots) > 1 and self.snapshots[1].t <= now - self.window_s + 1e-9:
             self.snapshots.popleft()
         old = self.snapshots[0]
         span = now - old.t
+        means: dict[str, float | None] = dict.fromkeys(sums)
         if old is snap or span <= 0:
-            p99 = None
+            p99 = ttft_p99 = None
             rate = preempt = long_rate = None
         else:
             p99 = histogram_quantile(self.quantile, hist.edges, snap.counts - old.counts)
+            ttft_p99 = histogram_quantile(
+                self.quantile, e.ttft_hist.edges, snap.ttft_counts - old.ttft_counts
+            )
+            for name, (total, count) in sums.items():
+                seen = count - old.sums[name][1]
+                means[name] = (total - old.sums[name][0]) / seen if seen > 0 else None
             rate = (snap.success - old.success) / span
             preempt = (snap.preemptions - old.preemptions) / span
             long_rate = (snap.long_prompts - old.long_prompts) / span
-        if p99 is not None and not math.isfinite(p99):
-            p99 = None
         return Observation(
             now_s=now,
-            p99_s=p99,
+            p99_s=_finite(p99),
             running=float(e.num_running),
             waiting=float(e.num_waiting),
             kv_usage=e.kv_usage,
@@ -109,4 +139,6 @@ class Observer:
             request_rate=rate,
             prompt_p95=self.prompt_p95,
             long_prompt_rate=long_rate,
+            ttft_p99_s=_finite(ttft_p99),
+            **means,
         )

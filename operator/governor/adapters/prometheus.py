@@ -130,4 +130,5 @@ _SCALARS = (
     "prompt_p95",
     "long_prompt_rate",
     "cap",
+    *promql.MEANS,
 )

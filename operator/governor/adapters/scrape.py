@@ -72,6 +72,19 @@ def _increase(new: float, old: float) -> float:
     return new if new < old else new - old  # a reset: the process restarted and counts from zero
 
 
+def _mean(pairs: Sequence[tuple[_Scrape, _Scrape]], histogram: str) -> float | None:
+    """The pooled mean of a histogram's observations between each pod's two scrapes, like PromQL's
+    rate(_sum) / rate(_count); None when nothing was observed."""
+
+    def increase(old: _Scrape, new: _Scrape, name: str) -> float:
+        return _increase(sum(new.values.get(name, [])), sum(old.values.get(name, [])))
+
+    live = [(old, new) for old, new in pairs if new.at > old.at and f"{histogram}_count" in new.values]
+    total = sum(increase(old, new, f"{histogram}_sum") for old, new in live)
+    count = sum(increase(old, new, f"{histogram}_count") for old, new in live)
+    return total / count if count > 0 else None
+
+
 class DirectScraper:
     def __init__(
         self,
@@ -178,7 +191,7 @@ class DirectScraper:
             if new.at > old.at and signals.WAITING in new.values and signals.WAITING in old.values
         ]
         return Reading(
-            latency={promql.latency_signal(k, q): quantile(k, q) for k, q in latencies},
+            latency={promql.latency_signal(k, q): quantile(k, q) for k, q in promql.with_ttft(latencies)},
             running=gauge(signals.RUNNING),
             waiting=gauge(signals.WAITING),
             queue_growth=sum(growth) / len(growth) if growth else None,
@@ -188,4 +201,5 @@ class DirectScraper:
             prompt_p95=gauge(signals.RUNTIME_PROMPT_P95, max),
             long_prompt_rate=rate(signals.RUNTIME_LONG_PROMPTS),
             cap=gauge(signals.RUNTIME_CAP, min),
+            **{name: _mean(pairs, histogram) for name, histogram in promql.MEANS.items()},
         )

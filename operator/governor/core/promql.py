@@ -55,6 +55,30 @@ def latency(kind: LatencyKind, quantile: float, g: Grouping, window_s: float) ->
     )
 
 
+# Reading field -> the histogram whose mean over the window it is: rate(_sum) / rate(_count), pooled over
+# the service's pods (a client's mean). The lever model (governor.core.levers) needs them, not quantiles.
+MEANS: dict[str, str] = {
+    "tpot_mean_s": signals.TPOT,
+    "ttft_mean_s": signals.TTFT,
+    "queue_time_mean_s": signals.QUEUE_TIME,
+    "output_tokens_mean": signals.REQUEST_GENERATION_TOKENS,
+}
+
+
+def with_ttft(latencies: set[tuple[LatencyKind, float]]) -> set[tuple[LatencyKind, float]]:
+    """The quantiles asked for, plus TTFT at each of their quantiles: the goodput bound is judged on it."""
+    return latencies | {(LatencyKind.TTFT, q) for _, q in latencies}
+
+
+def mean(histogram: str, g: Grouping, window_s: float) -> str:
+    """The pooled mean of a histogram's observations in the window; 0/0 (nothing finished) is NaN: unknown."""
+    w = duration(window_s)
+    return (
+        f"sum by ({g.by}) (rate({histogram}_sum{{{g.selector}}}[{w}]))"
+        f" / sum by ({g.by}) (rate({histogram}_count{{{g.selector}}}[{w}]))"
+    )
+
+
 def _avg_rate(counter: str, g: Grouping, window_s: float) -> str:
     return f"avg by ({g.by}) (rate({counter}{{{g.selector}}}[{duration(window_s)}]))"
 
@@ -67,7 +91,7 @@ def queries(
     g: Grouping, window_s: float, gauge_window_s: float, latencies: set[tuple[LatencyKind, float]]
 ) -> dict[str, str]:
     """Signal name -> query. `gauge_window_s` (about two ticks) smooths gauges without a window's lag."""
-    out = {latency_signal(kind, q): latency(kind, q, g, window_s) for kind, q in sorted(latencies)}
+    out = {latency_signal(kind, q): latency(kind, q, g, window_s) for kind, q in sorted(with_ttft(latencies))}
     out.update(
         running=_avg_gauge(signals.RUNNING, g, gauge_window_s),
         waiting=_avg_gauge(signals.WAITING, g, gauge_window_s),
@@ -79,6 +103,7 @@ def queries(
         prompt_p95=f"max by ({g.by}) ({signals.RUNTIME_PROMPT_P95}{{{g.selector}}})",
         long_prompt_rate=_avg_rate(signals.RUNTIME_LONG_PROMPTS, g, window_s),
         cap=f"min by ({g.by}) ({signals.RUNTIME_CAP}{{{g.selector}}})",
+        **{name: mean(histogram, g, window_s) for name, histogram in MEANS.items()},
         # When each service was last scraped: older than the staleness limit means every value is stale.
         last_scrape=f"max by ({g.by}) (timestamp({signals.RUNNING}{{{g.selector}}}))",
     )

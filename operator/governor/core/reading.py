@@ -31,6 +31,11 @@ class Reading:
     prompt_p95: float | None = None
     long_prompt_rate: float | None = None
     cap: float | None = None  # the cap the engines hold (min over pods), from the runtime's gauge
+    # Pooled means over the window (promql.MEANS): the lever model's inputs.
+    tpot_mean_s: float | None = None
+    ttft_mean_s: float | None = None
+    queue_time_mean_s: float | None = None
+    output_tokens_mean: float | None = None
 
     def p99(self, kind: LatencyKind, quantile: float) -> float | None:
         return self.latency.get(promql.latency_signal(kind, quantile))
@@ -47,6 +52,12 @@ class Reading:
             prompt_p95=self.prompt_p95,
             long_prompt_rate=self.long_prompt_rate,
             queue_growth=self.queue_growth,
+            tpot_mean_s=self.tpot_mean_s,
+            ttft_mean_s=self.ttft_mean_s,
+            queue_time_mean_s=self.queue_time_mean_s,
+            output_tokens_mean=self.output_tokens_mean,
+            # the readers add TTFT at every quantile asked for (promql.with_ttft)
+            ttft_p99_s=self.p99(LatencyKind.TTFT, quantile),
         )
 
 

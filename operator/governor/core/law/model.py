@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from governor.core.levers.fit import LeverFit
 from governor.core.signals import LatencyKind
 
 Mode = Literal["normal", "long-tail", "burst"]
@@ -65,6 +66,13 @@ class LawConfig(BaseModel):
     cautious_fraction: float = Field(default=0.85, gt=0, le=1, description="of the last violation cap")
     cautious_step: int = Field(default=2, ge=1, description="additive raise near the last violation cap")
     memory_decay: float = Field(default=0.003, ge=0, description="per-tick rise of the violation cap")
+    # The computed law (governor.core.law.computed) reads these; the rule-table law ignores them.
+    ttft_bound_s: float | None = Field(
+        default=None, gt=0, description="the TTFT bound a request must also meet to count as goodput"
+    )
+    plan_margin: float = Field(
+        default=0.9, gt=0, le=1, description="aim the per-token quantile at this share of the target"
+    )
 
     @model_validator(mode="after")
     def _coherent(self) -> LawConfig:
@@ -104,6 +112,12 @@ class LawState(BaseModel):
     waiting_prev_s: float | None = None
     growth_ticks: int = 0
     ticks: int = 0
+    # The computed law's memory: the two fitted lines, when it last moved, and its bias trim.
+    quantile_fit: LeverFit | None = None
+    mean_fit: LeverFit | None = None
+    planned_s: float | None = None
+    running_recent: tuple[float, ...] = ()  # the running batch of the ticks the quantile's window spans
+    trim: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +134,12 @@ class Observation:
     prompt_p95: float | None = None
     long_prompt_rate: float | None = None
     queue_growth: float | None = None  # d(waiting)/dt in req/s over the window; else derived from `waiting`
+    # The lever model's inputs (governor.core.levers), means over the window of finished requests.
+    tpot_mean_s: float | None = None  # mean time per output token
+    ttft_mean_s: float | None = None  # mean time to first token
+    queue_time_mean_s: float | None = None  # mean time in the waiting queue
+    output_tokens_mean: float | None = None  # mean generated tokens per finished request
+    ttft_p99_s: float | None = None  # TTFT at the SLO's quantile: the goodput bound is judged on it
 
 
 @dataclass(frozen=True, slots=True)
