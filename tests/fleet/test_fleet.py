@@ -1,0 +1,88 @@
+"""Fleet twin invariants: nothing lost on scale-down, GPU-seconds from scheduling to deletion, a warming
+replica serves nothing; and our policy goes through the operator's own control step and planner."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from governor.core.law import LawConfig
+from governor.core.planner import Cooldowns, ReplicaBounds
+from governor_twin.fleet.fleet import Fleet, FleetConfig
+from governor_twin.fleet.ours import Ours
+from governor_twin.fleet.run import run
+from governor_twin.fleet.scenarios import FleetScenario
+from governor_twin.profile import load_profile
+
+
+def _fleet(replicas: int, router: str = "random", rate: float = 20.0, span: float = 120.0) -> Fleet:
+    cfg = FleetConfig(router=router, max_replicas=8)  # type: ignore[arg-type]
+    fleet = Fleet(load_profile("h200_llama8b"), cfg, replicas, cap=64)
+    rng = np.random.default_rng(0)
+    n = int(rate * span)
+    fleet.load(np.sort(rng.uniform(0, span, n)), rng.integers(256, 1025, n), rng.integers(64, 257, n))
+    return fleet
+
+
+def test_no_request_lost_when_scaling_down_under_load() -> None:
+    fleet = _fleet(3)
+    fleet.advance(60.0)
+    fleet.scale_to(1, 60.0)
+    draining = [r for r in fleet.replicas if r.drain_s is not None]
+    assert len(draining) == 2 and all(r.deleted_s is None for r in draining)  # still serving its requests
+    fleet.advance(400.0)
+    _, _, done = fleet.outcomes()
+    assert done.all()
+    assert all(r.deleted_s is not None and r.deleted_s > 60.0 for r in draining)
+    late = fleet.sent > 61.0
+    assert set(fleet.where[late].tolist()) == {fleet.live()[0].index}  # drained replicas got nothing new
+
+
+def test_gpu_seconds_run_from_scheduling_to_deletion() -> None:
+    fleet = _fleet(1, rate=1.0)
+    fleet.advance(10.0)
+    fleet.scale_to(2, 10.0)
+    fleet.advance(50.0)
+    fleet.scale_to(1, 50.0)  # the new one is still warming: deleted at once
+    fleet.advance(100.0)
+    assert fleet.gpu_seconds(100.0) == pytest.approx(100.0 + 40.0)
+
+
+def test_a_warming_replica_serves_nothing() -> None:
+    fleet = _fleet(1, router="least_loaded", rate=30.0)
+    fleet.advance(5.0)
+    fleet.scale_to(2, 5.0)
+    new = fleet.replicas[1]
+    assert 5.0 + 86.0 <= new.ready_s <= 5.0 + 100.0
+    fleet.advance(new.ready_s - 1.0)
+    assert not new.routed
+    fleet.advance(new.ready_s + 20.0)
+    assert new.routed and fleet.sent[new.routed[0]] >= new.ready_s - 1.0
+
+
+@pytest.mark.parametrize("router", ["random", "round_robin", "least_loaded"])
+def test_routers_spread_the_load(router: str) -> None:
+    fleet = _fleet(4, router=router, rate=40.0, span=60.0)
+    fleet.advance(200.0)
+    shares = np.bincount(fleet.where, minlength=4) / fleet.where.size
+    assert shares.min() > 0.15
+
+
+def test_ours_scales_out_through_the_planner_when_the_queue_grows() -> None:
+    rng = np.random.default_rng(3)
+    n = 80 * 300  # ~2.5 replicas' worth on one replica
+    scn = FleetScenario(
+        "t",
+        "",
+        np.sort(rng.uniform(0, 300, n)),
+        rng.integers(256, 1025, n),
+        rng.integers(64, 257, n),
+        300.0,
+        30.0,
+        1,
+    )
+    cfg = LawConfig(slo_target_s=0.025, ceiling=256, gpu_type="h200")
+    policy = Ours(cfg, ReplicaBounds(min_replicas=1, max_replicas=4), Cooldowns(), ttft_s=2.5)
+    result = run(scn, policy, "law")
+    assert policy.edges is not None and any(r.desired_replicas for r in policy.edges.reports)
+    assert result.live.max() >= 2 and result.replica_changes >= 1
+    assert policy.edges.planner.replicas == int(result.live[-1])

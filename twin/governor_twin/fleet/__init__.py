@@ -1,0 +1,1 @@
+"""The fleet twin and its benchmark (issue 14)."""

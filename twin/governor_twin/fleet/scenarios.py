@@ -1,0 +1,142 @@
+"""Fleet-scale scenarios, sized in replicas' worth of load: one replica's worth is the twin's saturated
+completion rate of one engine at the best static cap for the scenario's lengths (what Dynamo's profiling
+would measure). SLO on TPOT (P99 target per request) and TTFT together."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+from governor_twin.engine import Engine
+from governor_twin.profile import load_profile
+from governor_twin.scenarios import Phase, Scenario, Slo, _shared_root, generate, read_trace
+
+PROFILE = "h200_llama8b"
+SLO = Slo(target_s=0.025, ttft_s=2.5)
+AZURE = "traces/azure_llm_2023_conv.csv"
+
+
+@dataclass(frozen=True)
+class FleetScenario:
+    name: str
+    description: str
+    sent: NDArray[np.float64]
+    prompt: NDArray[np.int64]
+    output: NDArray[np.int64]
+    duration_s: float
+    replica_rps: float  # one replica's worth at the best static cap
+    initial_replicas: int
+    slo: Slo = SLO
+
+
+def replica_rps(
+    prompt: NDArray[np.int64], output: NDArray[np.int64], cap: int, requests: int = 1500
+) -> float:
+    """Completions/s of one saturated engine at `cap` for these lengths (between the 25th and 75th
+    percentile completions)."""
+    profile = load_profile(PROFILE)
+    ok = prompt + output <= profile.max_model_len
+    pick = np.random.default_rng(0).integers(0, int(ok.sum()), requests)
+    engine = Engine(profile, cap=cap)
+    engine.submit_many(np.zeros(requests), prompt[ok][pick], output[ok][pick])
+    engine.advance(1e9)
+    finish = np.sort(engine.finish[:requests])
+    return float((requests // 2) / max(finish[3 * requests // 4] - finish[requests // 4], 1e-9))
+
+
+@cache
+def _uniform_rps(cap: int) -> float:
+    rng = np.random.default_rng(1)
+    return replica_rps(rng.integers(256, 1025, 4000), rng.integers(64, 257, 4000), cap)
+
+
+def _synthetic(name: str, desc: str, phases: list[Phase], rps: float, start_rate: float) -> FleetScenario:
+    work, resolved = generate(Scenario(name, desc, PROFILE, SLO, tuple(phases)), seed=7)
+    return FleetScenario(
+        name,
+        desc,
+        work.sent_s,
+        work.prompt,
+        work.output,
+        resolved.duration_s,
+        rps,
+        math.ceil(start_rate / rps),
+    )
+
+
+def azure(cap: int, peak_replicas: float = 8.0, duration_s: float = 900.0) -> FleetScenario:
+    """The whole trace span compressed to `duration_s`, its rate multiplied (copies of the trace, each
+    request jittered by up to 2 s) so that its busiest minute is `peak_replicas` replicas' worth."""
+    t, p, o = read_trace(str(_shared_root() / AZURE))
+    rps = replica_rps(p, o, cap)
+    t = t * duration_s / float(t[-1])
+    per_min = np.bincount((t // 60).astype(np.int64)) / 60.0
+    factor = peak_replicas * rps / float(per_min.max())
+    rng = np.random.default_rng(11)
+    copies = [rng.random(t.size) < factor - k for k in range(math.ceil(factor))]
+    keep = np.concatenate([np.flatnonzero(c) for c in copies])
+    sent = np.clip(t[keep] + rng.uniform(-2.0, 2.0, keep.size), 0.0, duration_s - 1e-6)
+    order = np.argsort(sent, kind="stable")
+    first_min = float(per_min[0]) * factor
+    return FleetScenario(
+        "azure",
+        f"Azure LLM trace 2023 (conversation), 58 min compressed to {duration_s / 60:.0f} min, peak minute "
+        f"{peak_replicas:g} replicas' worth ({factor:.1f}x the trace's rate)",
+        sent[order],
+        p[keep][order],
+        o[keep][order],
+        duration_s,
+        rps,
+        max(1, math.ceil(first_min / rps)),
+    )
+
+
+def diurnal(cap: int, duration_s: float = 900.0) -> FleetScenario:
+    rps = _uniform_rps(cap)
+    lo, hi = 1.5 * rps, 8.0 * rps
+    phase = Phase(
+        "day", duration_s, {"kind": "diurnal", "low_rps": lo, "high_rps": hi, "period_s": duration_s}
+    )
+    return _synthetic(
+        "diurnal",
+        "a day compressed to 15 min: raised cosine 1.5 -> 8 -> 1.5 replicas' worth",
+        [phase],
+        rps,
+        lo,
+    )
+
+
+def bursts(cap: int, duration_s: float = 600.0) -> FleetScenario:
+    rps = _uniform_rps(cap)
+    base, peak = 3.0 * rps, 4.5 * rps
+    phase = Phase(
+        "bursts",
+        duration_s,
+        {"kind": "onoff", "rate_on_rps": peak, "rate_off_rps": base, "on_s": 60.0, "off_s": 120.0},
+    )
+    return _synthetic(
+        "bursts", "3 replicas' worth with 60 s bursts of +1.5 replicas' worth every 3 min", [phase], rps, base
+    )
+
+
+def step3x(cap: int, duration_s: float = 600.0) -> FleetScenario:
+    rps = _uniform_rps(cap)
+    low = 2.0 * rps
+    phases = [
+        Phase("before", 300.0, {"kind": "poisson", "rate_rps": low}),
+        Phase("3x", duration_s - 300.0, {"kind": "poisson", "rate_rps": 3 * low}),
+    ]
+    return _synthetic("step3x", "2 replicas' worth, then a 3x step to 6 at 5 min", phases, rps, low)
+
+
+BUILDERS: dict[str, Callable[[int], FleetScenario]] = {
+    "azure": azure,
+    "diurnal": diurnal,
+    "bursts": bursts,
+    "step3x": step3x,
+}
