@@ -12,12 +12,15 @@ import contextlib
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kmock
 import pytest_asyncio
 
 from tests.support.kube import Emulator, eventually
+
+if TYPE_CHECKING:
+    from governor.adapters.kube import Kube
 
 ISVC = kmock.resource("governor.vllm.ai", "v1alpha1", "inferenceservices")
 DEPLOYMENTS = kmock.resource("apps", "v1", "deployments")
@@ -34,6 +37,7 @@ class Cluster:
 
     emulator: Emulator
     operator: asyncio.Task[None]
+    kube: Kube  # the operator's own API client (from Kopf's memo), for tests that drive its services
     seen_namespaces: list[str] = field(default_factory=list)
 
     def namespace(self) -> str:
@@ -127,15 +131,17 @@ async def governor_cluster(kube_emulator: Emulator) -> AsyncIterator[Cluster]:
     """The unmodified operator (``governor.handlers``) running against the emulator."""
     import governor.handlers  # noqa: F401  (registers the handlers in Kopf's default registry)
     import kopf
-    from governor.adapters import kube
+    from governor.adapters.kube import Connection
+    from governor.handlers.startup import operator_memo
 
-    kube.configure(str(kube_emulator.url))  # explicit: the operator's login handler hands it to Kopf
+    # Explicit: the operator's login handler hands this server to Kopf and to its own API client.
+    memo = operator_memo(Connection(server=str(kube_emulator.url)))
     stop, ready = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(
-        kopf.operator(clusterwide=True, standalone=True, stop_flag=stop, ready_flag=ready)
+        kopf.operator(clusterwide=True, standalone=True, stop_flag=stop, ready_flag=ready, memo=memo)
     )
     await asyncio.wait_for(ready.wait(), timeout=30)
-    cluster = Cluster(emulator=kube_emulator, operator=task)
+    cluster = Cluster(emulator=kube_emulator, operator=task, kube=memo.governor.kube)
     await eventually(
         lambda: any(r.resource == ISVC and r.action == kmock.action.WATCH for r in list(kube_emulator)),
         what="Kopf watching InferenceServices",
@@ -144,4 +150,4 @@ async def governor_cluster(kube_emulator: Emulator) -> AsyncIterator[Cluster]:
     stop.set()
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.wait_for(task, timeout=30)
-    await kube.close()
+    assert not cluster.kube.connected, "the cleanup handler closes the operator's API client"

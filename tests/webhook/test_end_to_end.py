@@ -39,7 +39,7 @@ SPEC: dict[str, Any] = {
 async def webhook_port(governor_cluster: Cluster) -> AsyncIterator[int]:
     port = free_port()
     runner = await start(Receiver(ReceiverConfig(token=TOKEN, port=port, host="127.0.0.1"),
-                                  ReplicaWriter().request_scale))
+                                  ReplicaWriter(governor_cluster.kube).request_scale, governor_cluster.kube))
     yield port
     await runner.cleanup()
 

@@ -29,7 +29,7 @@ AUTOSCALED: dict[str, Any] = {
 async def receiver_url(governor_cluster: Cluster) -> AsyncIterator[str]:
     port = free_port()
     runner = await start(Receiver(ReceiverConfig(token=TOKEN, port=port, host="127.0.0.1"),
-                                  ReplicaWriter().request_scale))
+                                  ReplicaWriter(governor_cluster.kube).request_scale, governor_cluster.kube))
     yield f"http://127.0.0.1:{port}/alertmanager"
     await runner.cleanup()
 

@@ -1,10 +1,12 @@
 """The one adapter that talks to the Kubernetes API (besides Kopf's own watching, patching and Events).
 
-Client: ``httpx.AsyncClient`` (already a dependency; async, typed, HTTP/1.1 keep-alive), configured from the
-same credentials Kopf logs in with (``configure`` is called from the login handler), so the operator has one
-notion of "the cluster". Every request goes through :func:`_request`, which refuses any (group, resource,
-verb) missing from :data:`PERMISSIONS`: that table is the least-privilege RBAC of this module, and a test
-can derive the ClusterRole from it.
+Client: a :class:`Kube` object holds one ``httpx.AsyncClient`` (already a dependency; async, typed, HTTP/1.1
+keep-alive) for one :class:`Connection`. The operator makes one per run (kept in Kopf's memo, in the
+OperatorContext) and its login handler connects it with the same credentials Kopf logs in with, so the
+operator has one notion of "the cluster"; tests make their own. Nothing here is module-level mutable state.
+Every request goes through :meth:`Kube._request`, which refuses any (group, resource, verb) missing from
+:data:`PERMISSIONS`: that table is the least-privilege RBAC of this module, and a test derives the
+ClusterRole from it.
 
 Writes are idempotent: ``POST``; on 409 read and merge-patch; names are deterministic (builders.names).
 Drift is "a field we set differs": the live object must contain the desired fields (``covers``); fields
@@ -19,8 +21,10 @@ import os
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, Literal
 
 import httpx
@@ -51,6 +55,7 @@ PLURALS: dict[str, str] = {
 }
 _HTTP_VERB: dict[Verb, str] = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST",
                                "patch": "PATCH", "delete": "DELETE"}
+API_GROUP_TTL_S = 60.0
 
 
 class KubeError(Exception):
@@ -81,87 +86,61 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Connection:
+    """Where the API server is and how to authenticate (the fields of Kopf's ConnectionInfo we use)."""
+
     server: str
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
     insecure: bool = False
+    ca_path: str | None = None
+    ca_data: str | bytes | None = field(default=None, repr=False)
+    cert_path: str | None = None
+    cert_data: str | bytes | None = field(default=None, repr=False)
+    key_path: str | None = None
+    key_data: str | bytes | None = field(default=None, repr=False)
+    timeout_s: float = 30.0
 
+    def client(self) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return httpx.AsyncClient(base_url=self.server.rstrip("/"), headers=headers, verify=self._verify(),
+                                 timeout=self.timeout_s)
 
-@dataclass
-class _State:
-    client: httpx.AsyncClient | None = None
-    connection: Connection | None = None
-    explicit: bool = False
-    groups: dict[str, tuple[float, bool]] | None = None
-
-
-_state = _State()
-API_GROUP_TTL_S = 60.0
-
-
-def configure(
-    server: str, *, token: str | None = None, ca_path: str | None = None, ca_data: str | bytes | None = None,
-    insecure: bool = False, cert_path: str | None = None, cert_data: str | bytes | None = None,
-    key_path: str | None = None, key_data: str | bytes | None = None, timeout_s: float = 30.0,
-    explicit: bool = True,
-) -> None:
-    """Point the adapter at a cluster.
-
-    ``explicit`` (the default) pins it: the operator's login handler then hands this server to Kopf too
-    (tests against an emulator, ``governor operator --server``). The login handler itself configures it
-    with ``explicit=False`` from Kopf's in-cluster or kubeconfig credentials.
-    """
-    verify: ssl.SSLContext | bool = True
-    if server.startswith("https"):
-        context = ssl.create_default_context(cafile=ca_path)
-        if ca_data:
-            text = ca_data.decode() if isinstance(ca_data, bytes) else ca_data
+    def _verify(self) -> ssl.SSLContext | bool:
+        if not self.server.startswith("https"):
+            return True
+        context = ssl.create_default_context(cafile=self.ca_path)
+        if self.ca_data:
+            text = self.ca_data.decode() if isinstance(self.ca_data, bytes) else self.ca_data
             context.load_verify_locations(cadata=_pem(text))
-        if insecure:
+        if self.insecure:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        if cert_path or cert_data:
-            context.load_cert_chain(cert_path or _to_file(cert_data), key_path or _to_file(key_data))
-        verify = context
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    _state.client = httpx.AsyncClient(base_url=server.rstrip("/"), headers=headers, verify=verify,
-                                      timeout=timeout_s)
-    _state.connection = Connection(server=server, token=token, insecure=insecure)
-    _state.explicit = explicit
-    _state.groups = {}
-
-
-def explicit_connection() -> Connection | None:
-    return _state.connection if _state.explicit else None
+        if self.cert_path or self.cert_data:
+            with _pem_file(self.cert_path, self.cert_data) as cert, \
+                    _pem_file(self.key_path, self.key_data) as key:
+                context.load_cert_chain(cert or "", key)
+        return context
 
 
 def _pem(text: str) -> str:
     return text if "BEGIN CERTIFICATE" in text else base64.b64decode(text).decode()
 
 
-def _to_file(data: str | bytes | None) -> str:
-    raw = data.encode() if isinstance(data, str) else (data or b"")
+@contextmanager
+def _pem_file(path: str | None, data: str | bytes | None) -> Iterator[str | None]:
+    """``path``, or ``data`` (PEM or base64 of PEM) in a private temporary file while ssl reads it."""
+    if path or not data:
+        yield path
+        return
+    raw = data.encode() if isinstance(data, str) else data
     if b"-----BEGIN" not in raw:
         raw = base64.b64decode(raw)
-    handle, path = tempfile.mkstemp(prefix="governor-kube-", suffix=".pem")
-    with os.fdopen(handle, "wb") as file:
-        file.write(raw)
-    return path
-
-
-async def close() -> None:
-    if _state.client is not None:
-        await _state.client.aclose()
-    _state.client, _state.connection, _state.explicit = None, None, False
-
-
-async def close_implicit() -> None:
-    """Close a connection the login handler made; leave an explicitly configured one to its owner."""
-    if not _state.explicit:
-        await close()
-
-
-def configured() -> bool:
-    return _state.client is not None
+    handle, temp = tempfile.mkstemp(prefix="governor-kube-", suffix=".pem")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(raw)
+        yield temp
+    finally:
+        os.unlink(temp)
 
 
 def _split(api_version: str) -> tuple[str, str]:
@@ -183,26 +162,6 @@ def _path(api_version: str, plural: str, namespace: str | None, name: str | None
     return path
 
 
-async def _request(
-    verb: Verb, api_version: str, plural: str, namespace: str | None, name: str | None = None, *,
-    subresource: str | None = None, body: Any = None, content_type: str = "application/json",
-) -> Manifest:
-    group = _split(api_version)[0]
-    resource = f"{plural}/{subresource}" if subresource else plural
-    if verb not in PERMISSIONS.get((group, resource), frozenset()):
-        raise PermissionError(f"the kube adapter does not declare {verb} on {group or 'core'}/{resource}")
-    if _state.client is None:
-        raise RuntimeError("the kube adapter is not configured: the login handler calls configure()")
-    response = await _state.client.request(
-        _HTTP_VERB[verb], _path(api_version, plural, namespace, name, subresource),
-        json=body, headers={"Content-Type": content_type} if body is not None else None,
-    )
-    if response.status_code >= 400:
-        raise _error(response)
-    result: Manifest = response.json()
-    return result
-
-
 def _error(response: httpx.Response) -> KubeError:
     try:
         payload = response.json()
@@ -213,42 +172,6 @@ def _error(response: httpx.Response) -> KubeError:
     cls = {404: NotFound, 409: Conflict}.get(response.status_code, KubeError)
     return cls(response.status_code, reason, message)
 
-
-# --- reading ---------------------------------------------------------------------------------------
-
-async def get(api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
-    try:
-        return await _request("get", api_version, PLURALS[kind], namespace, name)
-    except NotFound:
-        return None
-
-
-async def get_inferenceservice(namespace: str, name: str) -> Manifest | None:
-    return await get(api.API_VERSION, api.KIND, namespace, name)
-
-
-async def get_deployment(namespace: str, name: str) -> Manifest | None:
-    return await get("apps/v1", "Deployment", namespace, name)
-
-
-async def has_api_group(group: str) -> bool:
-    """Whether an API group is served (e.g. monitoring.coreos.com). Cached for a minute."""
-    if _state.client is None:
-        raise RuntimeError("governor.adapters.kube is not configured")
-    groups = _state.groups if _state.groups is not None else {}
-    cached = groups.get(group)
-    now = time.monotonic()
-    if cached is not None and now - cached[0] < API_GROUP_TTL_S:
-        return cached[1]
-    response = await _state.client.get(f"/apis/{group}")  # discovery: readable by every authenticated user
-    if response.status_code not in (200, 404):
-        raise _error(response)
-    groups[group] = (now, response.status_code == 200)
-    _state.groups = groups
-    return response.status_code == 200
-
-
-# --- writing ---------------------------------------------------------------------------------------
 
 def covers(live: Any, desired: Any) -> bool:
     """True when every field in ``desired`` has the same value in ``live`` (extra live fields are fine)."""
@@ -268,95 +191,183 @@ def _owned_part(manifest: Manifest) -> Manifest:
     return part
 
 
-async def merge_patch(api_version: str, kind: str, namespace: str, name: str, patch: Manifest,
-                      subresource: str | None = None) -> Manifest:
-    return await _request("patch", api_version, PLURALS[kind], namespace, name, subresource=subresource,
-                          body=patch, content_type="application/merge-patch+json")
-
-
-async def create(manifest: Manifest) -> Manifest:
-    meta = manifest["metadata"]
-    return await _request("create", manifest["apiVersion"], PLURALS[manifest["kind"]], meta["namespace"],
-                          body=manifest)
-
-
-async def ensure(manifest: Manifest) -> Outcome:
-    """Create the child, or patch the fields that drifted from ``manifest``. Tolerates 409 on create."""
-    api_version, kind = manifest["apiVersion"], manifest["kind"]
-    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    live = await get(api_version, kind, namespace, name)
-    if live is None:
-        try:
-            return Outcome("created", kind, name, await create(manifest))
-        except Conflict:
-            live = await get(api_version, kind, namespace, name)
-            if live is None:
-                raise
-    if (live.get("metadata") or {}).get("deletionTimestamp"):
-        raise Busy(409, "Terminating", f"{kind} {namespace}/{name} is being deleted")
-    wanted = _owned_part(manifest)
-    if covers(live, wanted):
-        return Outcome("unchanged", kind, name, live)
-    return Outcome("patched", kind, name, await merge_patch(api_version, kind, namespace, name, wanted))
-
-
 def secret_value(secret: Manifest | None, key: str) -> str | None:
     data = (secret or {}).get("data") or {}
     raw = data.get(key)
     return base64.b64decode(raw).decode() if raw else None
 
 
-async def ensure_secret(manifest_for: Callable[[str], Manifest], key: str,
-                        new_value: Callable[[], str]) -> tuple[str, Outcome]:
-    """A Secret whose value is generated once: never rewritten while it holds a value for ``key``.
+class Kube:
+    """The adapter: one HTTP client for one connection, and the operations the operator needs.
 
-    Returns the value in force. Labels and owner references are repaired like any child; the data only
-    when the key is missing or empty (then nothing valid is lost).
+    Made unconnected (the operator's startup handler) and connected by :meth:`connect` (its login handler,
+    again whenever Kopf logs in anew), or connected at once (``Kube(connection)``; tests). The owner closes
+    it (:meth:`aclose`, or ``async with``).
     """
-    probe = manifest_for("")
-    namespace, name = probe["metadata"]["namespace"], probe["metadata"]["name"]
-    live = await get("v1", "Secret", namespace, name)
-    if live is None:
-        value = new_value()
-        try:
-            return value, Outcome("created", "Secret", name, await create(manifest_for(value)))
-        except Conflict:
-            live = await get("v1", "Secret", namespace, name)
-            if live is None:
-                raise
-    current = secret_value(live, key)
-    if current:
-        wanted = {"metadata": _owned_part(probe)["metadata"]}
-        if covers(live, wanted):
-            return current, Outcome("unchanged", "Secret", name, live)
-        return current, Outcome("patched", "Secret", name,
-                                await merge_patch("v1", "Secret", namespace, name, wanted))
-    value = new_value()
-    wanted = _owned_part(manifest_for(value))
-    patched = await merge_patch("v1", "Secret", namespace, name, wanted)
-    return value, Outcome("patched", "Secret", name, patched)
 
+    def __init__(self, connection: Connection | None = None) -> None:
+        self.connection = connection
+        self._client = connection.client() if connection is not None else None
+        self._groups: dict[str, tuple[float, bool]] = {}
 
-async def update_inferenceservice_status(
-    namespace: str, name: str, change: Callable[[Manifest], Manifest | None], attempts: int = 5,
-) -> Manifest | None:
-    """Read-modify-write of ``status``: ``change(live_object)`` returns a partial status (merge-patched) or
-    None for nothing to do. The live resourceVersion is a precondition; on 409 it re-reads and retries.
-    Returns the updated object, or None when the InferenceService is gone.
-    """
-    for _ in range(attempts):
-        live = await get_inferenceservice(namespace, name)
-        if live is None:
-            return None
-        status_patch = change(live)
-        if not status_patch:
-            return live
-        version = live["metadata"].get("resourceVersion")
-        body = {"metadata": {"resourceVersion": version}, "status": status_patch}
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    async def connect(self, connection: Connection) -> None:
+        """Use ``connection`` from now on; a re-login with the same credentials keeps the open client."""
+        if connection == self.connection and self._client is not None:
+            return
+        previous, self._client = self._client, connection.client()
+        self.connection, self._groups = connection, {}
+        if previous is not None:  # its credentials were refused or replaced: nothing to keep it for
+            await previous.aclose()
+
+    async def aclose(self) -> None:
+        client, self._client, self.connection = self._client, None, None
+        if client is not None:
+            await client.aclose()
+
+    async def __aenter__(self) -> Kube:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.aclose()
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise RuntimeError("the kube adapter is not connected: the operator's login handler connects it")
+        return self._client
+
+    async def _request(
+        self, verb: Verb, api_version: str, plural: str, namespace: str | None, name: str | None = None, *,
+        subresource: str | None = None, body: Any = None, content_type: str = "application/json",
+    ) -> Manifest:
+        group = _split(api_version)[0]
+        resource = f"{plural}/{subresource}" if subresource else plural
+        if verb not in PERMISSIONS.get((group, resource), frozenset()):
+            raise PermissionError(f"the kube adapter does not declare {verb} on {group or 'core'}/{resource}")
+        response = await self._http().request(
+            _HTTP_VERB[verb], _path(api_version, plural, namespace, name, subresource),
+            json=body, headers={"Content-Type": content_type} if body is not None else None,
+        )
+        if response.status_code >= 400:
+            raise _error(response)
+        result: Manifest = response.json()
+        return result
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
         try:
-            return await merge_patch(api.API_VERSION, api.KIND, namespace, name, body, subresource="status")
+            return await self._request("get", api_version, PLURALS[kind], namespace, name)
         except NotFound:
             return None
-        except Conflict:
-            continue
-    raise Conflict(409, "Conflict", f"status of {namespace}/{name} kept changing under {attempts} attempts")
+
+    async def get_inferenceservice(self, namespace: str, name: str) -> Manifest | None:
+        return await self.get(api.API_VERSION, api.KIND, namespace, name)
+
+    async def get_deployment(self, namespace: str, name: str) -> Manifest | None:
+        return await self.get("apps/v1", "Deployment", namespace, name)
+
+    async def has_api_group(self, group: str) -> bool:
+        """Whether an API group is served (e.g. monitoring.coreos.com). Cached for a minute."""
+        client = self._http()
+        cached = self._groups.get(group)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < API_GROUP_TTL_S:
+            return cached[1]
+        response = await client.get(f"/apis/{group}")  # discovery: readable by every authenticated user
+        if response.status_code not in (200, 404):
+            raise _error(response)
+        self._groups[group] = (now, response.status_code == 200)
+        return response.status_code == 200
+
+    # --- writing -----------------------------------------------------------------------------------
+
+    async def merge_patch(self, api_version: str, kind: str, namespace: str, name: str, patch: Manifest,
+                          subresource: str | None = None) -> Manifest:
+        return await self._request("patch", api_version, PLURALS[kind], namespace, name,
+                                   subresource=subresource, body=patch,
+                                   content_type="application/merge-patch+json")
+
+    async def create(self, manifest: Manifest) -> Manifest:
+        meta = manifest["metadata"]
+        return await self._request("create", manifest["apiVersion"], PLURALS[manifest["kind"]],
+                                   meta["namespace"], body=manifest)
+
+    async def ensure(self, manifest: Manifest) -> Outcome:
+        """Create the child, or patch the fields that drifted from ``manifest``. Tolerates 409 on create."""
+        api_version, kind = manifest["apiVersion"], manifest["kind"]
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        live = await self.get(api_version, kind, namespace, name)
+        if live is None:
+            try:
+                return Outcome("created", kind, name, await self.create(manifest))
+            except Conflict:
+                live = await self.get(api_version, kind, namespace, name)
+                if live is None:
+                    raise
+        if (live.get("metadata") or {}).get("deletionTimestamp"):
+            raise Busy(409, "Terminating", f"{kind} {namespace}/{name} is being deleted")
+        wanted = _owned_part(manifest)
+        if covers(live, wanted):
+            return Outcome("unchanged", kind, name, live)
+        patched = await self.merge_patch(api_version, kind, namespace, name, wanted)
+        return Outcome("patched", kind, name, patched)
+
+    async def ensure_secret(self, manifest_for: Callable[[str], Manifest], key: str,
+                            new_value: Callable[[], str]) -> tuple[str, Outcome]:
+        """A Secret whose value is generated once: never rewritten while it holds a value for ``key``.
+
+        Returns the value in force. Labels and owner references are repaired like any child; the data only
+        when the key is missing or empty (then nothing valid is lost).
+        """
+        probe = manifest_for("")
+        namespace, name = probe["metadata"]["namespace"], probe["metadata"]["name"]
+        live = await self.get("v1", "Secret", namespace, name)
+        if live is None:
+            value = new_value()
+            try:
+                return value, Outcome("created", "Secret", name, await self.create(manifest_for(value)))
+            except Conflict:
+                live = await self.get("v1", "Secret", namespace, name)
+                if live is None:
+                    raise
+        current = secret_value(live, key)
+        if current:
+            wanted = {"metadata": _owned_part(probe)["metadata"]}
+            if covers(live, wanted):
+                return current, Outcome("unchanged", "Secret", name, live)
+            return current, Outcome("patched", "Secret", name,
+                                    await self.merge_patch("v1", "Secret", namespace, name, wanted))
+        value = new_value()
+        patched = await self.merge_patch("v1", "Secret", namespace, name, _owned_part(manifest_for(value)))
+        return value, Outcome("patched", "Secret", name, patched)
+
+    async def update_inferenceservice_status(
+        self, namespace: str, name: str, change: Callable[[Manifest], Manifest | None], attempts: int = 5,
+    ) -> Manifest | None:
+        """Read-modify-write of ``status``: ``change(live_object)`` returns a partial status (merge-patched)
+        or None for nothing to do. The live resourceVersion is a precondition; on 409 it re-reads and
+        retries. Returns the updated object, or None when the InferenceService is gone.
+        """
+        for _ in range(attempts):
+            live = await self.get_inferenceservice(namespace, name)
+            if live is None:
+                return None
+            status_patch = change(live)
+            if not status_patch:
+                return live
+            version = live["metadata"].get("resourceVersion")
+            body = {"metadata": {"resourceVersion": version}, "status": status_patch}
+            try:
+                return await self.merge_patch(api.API_VERSION, api.KIND, namespace, name, body,
+                                              subresource="status")
+            except NotFound:
+                return None
+            except Conflict:
+                continue
+        raise Conflict(409, "Conflict",
+                       f"status of {namespace}/{name} kept changing under {attempts} attempts")

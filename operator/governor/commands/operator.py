@@ -2,7 +2,9 @@
 
 Liveness: Kopf's own endpoint (``--liveness``, default http://0.0.0.0:8080/healthz). Metrics: the
 prometheus-client registry on ``--metrics-port`` (default 9090). Without ``--peering`` the operator runs
-standalone (one replica; no peering CRD needed).
+standalone (one replica; no peering CRD needed). With ``--peering`` each replica needs its own
+``--priority``: Kopf pauses a replica only for a peer of higher priority (equal ones both act, with a
+warning), so the default is a random one per process and exactly one replica acts.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-port", type=int, default=9090, help="port of /metrics (0: off)")
     parser.add_argument("--peering", default=None,
                         help="Kopf peering name for several replicas (default: standalone)")
+    parser.add_argument("--priority", type=int, default=None,
+                        help="Kopf peering priority (default with --peering: random, one per replica)")
     parser.add_argument("--server", default=None,
                         help="API server URL without credentials (development);"
                         " default: in-cluster or kubeconfig")
@@ -28,22 +32,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    import random
+
     import kopf
     import prometheus_client
 
     import governor.handlers  # noqa: F401  (registers the handlers)
     from governor.adapters import kube
+    from governor.handlers.startup import operator_memo
 
     kopf.configure(verbose=args.verbose)
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port)
-    if args.server:
-        kube.configure(args.server)
+    connection = kube.Connection(server=args.server) if args.server else None
     asyncio.run(kopf.operator(
+        memo=operator_memo(connection),
         clusterwide=not args.namespace,
         namespaces=args.namespace,
         liveness_endpoint=args.liveness,
         standalone=args.peering is None,
         peering_name=args.peering,
+        priority=args.priority if args.priority is not None or args.peering is None
+        else random.SystemRandom().randrange(1, 2**31),
     ))
     return 0

@@ -23,15 +23,9 @@ import kopf
 
 from governor.core import builders
 from governor.core import spec as api
-from governor.services.reconcile import Reconciler
 
 ISVC = (api.GROUP, api.VERSION, api.PLURAL)
 CHILD_LABELS = {builders.LABEL_OWNER: kopf.PRESENT}
-
-
-@kopf.on.startup()
-def create_reconciler(memo: kopf.Memo, **_: Any) -> None:
-    memo.reconciler = Reconciler()
 
 
 @kopf.index(*ISVC)

@@ -42,7 +42,7 @@ async def start_receiver(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None
     if not config.token:
         logger.warning("Alertmanager webhook: no token configured; it refuses every request with 503")
     ctx: OperatorContext = memo.governor
-    memo.webhook_runner = await start(Receiver(config, ctx.replicas.request_scale))
+    memo.webhook_runner = await start(Receiver(config, ctx.replicas.request_scale, ctx.kube))
     logger.info(f"Alertmanager webhook listening on {config.host}:{config.port}/alertmanager")
 
 

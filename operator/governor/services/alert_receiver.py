@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from governor.adapters import kube
+from governor.adapters.kube import Kube
 from governor.core import notifications as alerts
 from governor.core import spec as api
 from governor.core import status
@@ -64,6 +64,7 @@ class ReceiverConfig:
 class Receiver:
     config: ReceiverConfig
     request_scale: ScaleRequester
+    kube: Kube
     state: alerts.ReceiverState = field(default_factory=alerts.ReceiverState)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -94,7 +95,7 @@ class Receiver:
     async def _apply(self, step: alerts.Step) -> dict[str, Any]:
         result: dict[str, Any] = {"namespace": step.namespace, "name": step.name,
                                   "direction": step.direction, "reason": step.reason}
-        body = await kube.get_inferenceservice(step.namespace, step.name)
+        body = await self.kube.get_inferenceservice(step.namespace, step.name)
         refusal = _refusal(body)
         if refusal:
             result["outcome"] = refusal
@@ -110,7 +111,7 @@ class Receiver:
         outcome = "ignored: not autoscaled" if answer is None else str(getattr(answer, "reason", answer))
         result["outcome"] = outcome
         verb = "out" if step.direction > 0 else "in"
-        await kube.update_inferenceservice_status(step.namespace, step.name, lambda _: {"alertmanager": {
+        await self.kube.update_inferenceservice_status(step.namespace, step.name, lambda _: {"alertmanager": {
             "lastStep": {"time": status.now_iso(), "direction": step.direction, "reason": step.reason,
                          "alerts": list(step.alerts), "outcome": outcome,
                          "message": f"Alertmanager asked to scale {verb} by one ({step.reason}): {outcome}"},

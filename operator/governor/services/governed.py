@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from governor.adapters import kube, opmetrics
 from governor.adapters.engine import Actuator, PodTarget
+from governor.adapters.kube import Kube
 from governor.core import builders
 from governor.core import spec as api
 from governor.core import status as status_builders
@@ -49,18 +50,25 @@ class PodInfo:
 
 @dataclass
 class OperatorContext:
-    """The operator's long-lived clients and state, created by a startup handler and kept in Kopf's memo."""
+    """The operator's long-lived clients and state, created by a startup handler and kept in Kopf's memo.
 
+    It owns the API client (``kube``; the login handler connects it) and closes it with the others.
+    """
+
+    kube: Kube
     hub: SignalHub = field(default_factory=SignalHub)
     actuator: Actuator = field(default_factory=Actuator)
-    replicas: ReplicaWriter = field(default_factory=ReplicaWriter)
+    replicas: ReplicaWriter = field(init=False)
     tokens: dict[Key, tuple[float, str | None]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.replicas = ReplicaWriter(self.kube)
 
     async def token(self, key: Key, refresh: bool = False) -> str | None:
         cached = self.tokens.get(key)
         if cached is not None and not refresh and time.monotonic() - cached[0] < TOKEN_TTL_S:
             return cached[1]
-        secret = await kube.get("v1", "Secret", key[0], builders.names(key[1]).secret)
+        secret = await self.kube.get("v1", "Secret", key[0], builders.names(key[1]).secret)
         token = kube.secret_value(secret, builders.TOKEN_KEY)
         self.tokens[key] = (time.monotonic(), token)
         return token
@@ -70,8 +78,11 @@ class OperatorContext:
         self.tokens.pop(key, None)
 
     async def aclose(self) -> None:
-        await self.actuator.aclose()
-        await self.hub.aclose()
+        try:
+            await self.actuator.aclose()
+            await self.hub.aclose()
+        finally:
+            await self.kube.aclose()
 
 
 def law_config(spec: api.InferenceServiceSpec, resolved: api.Resolved) -> LawConfig:
@@ -197,5 +208,5 @@ async def govern(
             now=status_builders.now_iso(),
         )
 
-    await kube.update_inferenceservice_status(*key, change)
+    await ctx.kube.update_inferenceservice_status(*key, change)
     return decision.state

@@ -17,7 +17,8 @@ from typing import Any, cast
 import kopf
 from pydantic import ValidationError
 
-from governor.adapters import kube, opmetrics
+from governor.adapters import opmetrics
+from governor.adapters.kube import Busy, Kube, KubeError, Outcome
 from governor.core import builders
 from governor.core import spec as api
 from governor.core import status as status_builders
@@ -31,8 +32,10 @@ class InvalidSpec(Exception):
 
 @dataclass
 class Reconciler:
-    """One per operator (in Kopf's memo): a lock per object, and which child kinds each object has."""
+    """One per operator (in Kopf's memo): the API client, a lock per object, and which child kinds each
+    object has."""
 
+    kube: Kube
     locks: defaultdict[tuple[str, str], asyncio.Lock] = field(
         default_factory=lambda: defaultdict(asyncio.Lock)
     )
@@ -51,18 +54,18 @@ class Reconciler:
             try:
                 isvc = _parse(body)
                 outcomes = await self._apply_children(body, isvc)
-                await _report(body, isvc, outcomes, trigger=trigger)
+                await _report(self.kube, body, isvc, outcomes, trigger=trigger)
             except InvalidSpec as error:
                 opmetrics.RECONCILES.labels(**labels, trigger=trigger, result="invalid").inc()
                 if trigger == "child":
                     raise kopf.PermanentError(str(error)) from None  # reported when the spec arrived
                 opmetrics.RECONCILE_ERRORS.labels(**labels, reason="invalid").inc()
-                await _report_invalid(body, str(error))
+                await _report_invalid(self.kube, body, str(error))
                 raise kopf.PermanentError(f"Invalid spec: {error}") from None
-            except kube.Busy as error:
+            except Busy as error:
                 opmetrics.RECONCILES.labels(**labels, trigger=trigger, result="retry").inc()
                 raise kopf.TemporaryError(str(error), delay=2) from None
-            except kube.KubeError as error:
+            except KubeError as error:
                 opmetrics.RECONCILES.labels(**labels, trigger=trigger, result="error").inc()
                 opmetrics.RECONCILE_ERRORS.labels(**labels, reason=f"api-{error.status}").inc()
                 raise kopf.TemporaryError(f"Kubernetes API: {error}", delay=10) from None
@@ -70,14 +73,15 @@ class Reconciler:
 
     async def _apply_children(
         self, body: Mapping[str, Any], isvc: api.InferenceServiceSpec
-    ) -> list[kube.Outcome]:
+    ) -> list[Outcome]:
         meta = body["metadata"]
         owner = builders.Owner(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
-        token, secret = await kube.ensure_secret(
+        token, secret = await self.kube.ensure_secret(
             lambda token: builders.build_admin_secret(owner, token), builders.TOKEN_KEY,
             lambda: secrets.token_urlsafe(32),
         )
-        monitoring = isvc.monitoring.pod_monitor != "disabled" and await kube.has_api_group(MONITORING_GROUP)
+        wanted = isvc.monitoring.pod_monitor != "disabled"
+        monitoring = wanted and await self.kube.has_api_group(MONITORING_GROUP)
         if isvc.monitoring.pod_monitor == "enabled" and not monitoring:
             message = f"{MONITORING_GROUP} is not installed: pods carry prometheus.io scrape annotations"
             kopf.warn(_ref(body), reason="NoPodMonitorAPI", message=message)
@@ -85,7 +89,7 @@ class Reconciler:
                                            monitoring_api=monitoring)
         outcomes = [secret]
         for manifest in children:
-            outcomes.append(await kube.ensure(manifest))
+            outcomes.append(await self.kube.ensure(manifest))
         self.managed[(owner.namespace, owner.name)] = {outcome.kind for outcome in outcomes}
         self._count_managed()
         return outcomes
@@ -116,8 +120,8 @@ _EVENT_REASONS = {
 }
 
 
-async def _report(body: dict[str, Any], isvc: api.InferenceServiceSpec, outcomes: list[kube.Outcome],
-                  *, trigger: str) -> None:
+async def _report(client: Kube, body: dict[str, Any], isvc: api.InferenceServiceSpec,
+                  outcomes: list[Outcome], *, trigger: str) -> None:
     for outcome in outcomes:
         if outcome.action == "unchanged":
             continue
@@ -136,7 +140,7 @@ async def _report(body: dict[str, Any], isvc: api.InferenceServiceSpec, outcomes
         flips[:] = flipped
         return patch
 
-    await kube.update_inferenceservice_status(meta["namespace"], meta["name"], change)
+    await client.update_inferenceservice_status(meta["namespace"], meta["name"], change)
     for kind, value in flips:
         if kind == "Ready":
             kopf.info(_ref(body), reason="Ready" if value == "True" else "NotReady",
@@ -145,10 +149,10 @@ async def _report(body: dict[str, Any], isvc: api.InferenceServiceSpec, outcomes
             kopf.warn(_ref(body), reason="Degraded", message="the Deployment is not progressing")
 
 
-async def _report_invalid(body: dict[str, Any], message: str) -> None:
+async def _report_invalid(client: Kube, body: dict[str, Any], message: str) -> None:
     meta = body["metadata"]
     kopf.warn(_ref(body), reason="InvalidSpec", message=message)
-    await kube.update_inferenceservice_status(
+    await client.update_inferenceservice_status(
         meta["namespace"], meta["name"],
         lambda live: status_builders.invalid_status(
             live, message, meta.get("generation"), status_builders.now_iso()

@@ -24,7 +24,8 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from governor.adapters import kube, opmetrics
+from governor.adapters import opmetrics
+from governor.adapters.kube import Kube
 from governor.core import spec as api
 from governor.core.planner import Cooldowns, Plan, PlannerState, ReplicaBounds, ScaleRequest, plan
 
@@ -42,7 +43,8 @@ def _direction(direction: int | str) -> Literal[-1, 1]:
 class ReplicaWriter:
     """The one writer of replicas, with the planner's memory per InferenceService."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, kube: Kube, clock: Callable[[], float] = time.monotonic) -> None:
+        self.kube = kube
         self.clock = clock
         self._states: dict[tuple[str, str], PlannerState] = {}
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
@@ -56,7 +58,7 @@ class ReplicaWriter:
         step = _direction(direction)
         key = (namespace, name)
         async with self._locks[key]:
-            obj = await kube.get_inferenceservice(namespace, name)
+            obj = await self.kube.get_inferenceservice(namespace, name)
             if obj is None:
                 self._states.pop(key, None)
                 return None
@@ -81,7 +83,7 @@ class ReplicaWriter:
             )
             opmetrics.DESIRED_REPLICAS.labels(namespace=namespace, name=name).set(result.replicas)
             if result.changed and scaling.mode == "planner":
-                await kube.merge_patch(
+                await self.kube.merge_patch(
                     api.API_VERSION,
                     api.KIND,
                     namespace,
