@@ -69,6 +69,7 @@ them and adds the replica hand-off (rule 10); `model` holds the types; `initial`
 
 from __future__ import annotations
 
+from governor.core.law.computed import computed_decide
 from governor.core.law.decide import decide
 from governor.core.law.initial import initial_state
 from governor.core.law.model import Decision, LawConfig, LawState, Mode, Observation
@@ -81,6 +82,7 @@ __all__ = [
     "Mode",
     "Observation",
     "clip",
+    "computed_decide",
     "decide",
     "initial_state",
     "mode_cap",

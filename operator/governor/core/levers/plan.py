@@ -159,8 +159,11 @@ def plan_cap(
     aim = settings.margin * target_s
     model = _Model(quantile_fit, level, work, settings, ttft_bound_s, aim)
 
-    alone = quantile_fit.predict(model.regressors(1)).mean
-    if alone > target_s:
+    one = quantile_fit.predict(model.regressors(1))
+    alone = one.mean
+    # Infeasible only when even the lower confidence side is above the target: a verdict that gives up on
+    # the SLO must not rest on a slope the data barely supports.
+    if one.mean - settings.confidence_z * one.stderr > target_s:
         return _infeasible(model, alone, target_s, min_cap, ceiling)
     flat = _flatness(quantile_fit, target_s, min_cap, ceiling, settings)
     if flat is not None:

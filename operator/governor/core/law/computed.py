@@ -1,0 +1,246 @@
+"""The computed law: the rule table's judgement, with the distance and the veto from what the cap is measured
+to do.
+
+In one paragraph: every tick the law adds (the window's mean running batch, the per-token P99) and (the same
+batch, the mean TPOT) to two online line fits that forget old regimes (governor.core.levers.fit; on the H200
+the TPOT P99 is one line in the running batch). The rule-table law still decides *whether* to move (its
+smoothing, band, cooldowns, queue-growth guard and replica hand-off). Once the fits are confident they decide
+*how far* and *whether the lever works*: a cut for a miss goes in one move to the per-token cap (the largest
+cap whose predicted P99, on the upper confidence side, is under `plan_margin` × the target) instead of a
+chain of x0.8 steps, and a raise with headroom goes up to it. If the fits show the cap does not move the
+signal, the law stops cutting and asks for replicas; if one sequence alone is above the target (on the lower
+confidence side), no cap and no replica helps, and it keeps throughput and says the SLO is infeasible. The
+TTFT side is watched directly: while TTFT is past its bound and the queue waits at a binding cap, the
+per-token bound is given up step by step (a queue that grows fails every request) and a replica is asked
+for; no cut follows until that queue has drained.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from governor.core.law.decide import decide
+from governor.core.law.derive import known
+from governor.core.law.model import Decision, LawConfig, LawState, Observation
+from governor.core.law.steps import mode_cap
+from governor.core.levers.fit import LeverFit
+from governor.core.levers.plan import CapPlan, PlanSettings, plan_cap
+from governor.core.signals import LatencyKind
+
+# Largest raise one computed move makes: a cap far above every batch the fits have seen is extrapolation;
+# doubling per move still reaches any ceiling from 1 in 8 moves.
+MAX_RAISE = 2.0
+# Giving up the per-token bound for the queue: the cap rises by this factor per move (a bounded step, as
+# the per-token cost of each step is paid by every running request).
+QUEUE_STEP = 1.25
+# A cap given to the queue must serve this much more than arrive, or the queue never drains.
+RELIEF_HEADROOM = 1.1
+
+
+def _recent(state: LawState, obs: Observation, cfg: LawConfig) -> tuple[float, ...]:
+    """The running batch over the ticks the quantile's window spans: the quantile answers for requests
+    that ran over the whole window, so its regressor is the window's mean batch, not this tick's."""
+    running = known(obs.running)
+    if running is None:
+        return state.running_recent
+    keep = max(1, math.ceil(cfg.window_s / cfg.tick_s))
+    return (*state.running_recent, running)[-keep:]
+
+
+def _fits(state: LawState, obs: Observation, recent: tuple[float, ...]) -> tuple[LeverFit, LeverFit]:
+    """Fold this window into both lines (clipping and forgetting absorb the windows that straddle a move)."""
+    quantile_fit, mean_fit = state.quantile_fit or LeverFit(), state.mean_fit or LeverFit()
+    batch = sum(recent) / len(recent) if recent else 0.0
+    if batch < 1 or known(obs.running) is None:
+        return quantile_fit, mean_fit
+    return (
+        quantile_fit.update((batch,), known(obs.p99_s)),
+        mean_fit.update((batch,), known(obs.tpot_mean_s)),
+    )
+
+
+def _per_token_plan(state: LawState, cfg: LawConfig, fits: tuple[LeverFit, LeverFit], upper: int) -> CapPlan:
+    """The per-token side alone: the queue is judged from what it does, not from a queueing model fed by
+    lagging window averages (tried: it mistook a starting surge for a slow engine and cut)."""
+    return plan_cap(
+        fits[0],
+        fits[1],
+        arrival_rps=0.0,
+        out_tokens=1.0,
+        prefill_s=0.0,
+        target_s=cfg.slo_target_s,
+        ttft_bound_s=None,
+        min_cap=min(cfg.min_cap, upper),
+        ceiling=upper,
+        settings=PlanSettings(margin=cfg.plan_margin),
+    )
+
+
+def _starving(state: LawState, obs: Observation, base: Decision, cfg: LawConfig) -> bool:
+    """The queue pays for the per-token cap: TTFT is past its bound (or, without one, the queue grows)
+    while the cap binds."""
+    running, waiting = known(obs.running), known(obs.waiting)
+    binding = running is not None and running >= cfg.queue_binding_fraction * state.cap
+    queued = waiting is not None and waiting >= max(cfg.queue_min, 1.0)
+    growing = base.state.growth_ticks >= cfg.queue_growth_ticks
+    ttft = known(obs.ttft_p99_s)
+    late = ttft is not None and cfg.ttft_bound_s is not None and ttft > cfg.ttft_bound_s
+    return binding and queued and (late or (cfg.ttft_bound_s is None and growing))
+
+
+def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
+    base = decide(state, obs, cfg)
+    recent = _recent(state, obs, cfg)
+    fits = _fits(state, obs, recent)
+    waiting = known(obs.waiting) or 0.0
+    memory: dict[str, Any] = {
+        "quantile_fit": fits[0],
+        "mean_fit": fits[1],
+        "running_recent": recent,
+        "giving_up": state.giving_up
+        if waiting >= 1
+        else None,  # the queue drained: back to the per-token cap
+    }
+    if cfg.latency_kind is not LatencyKind.TPOT or known(obs.p99_s) is None:
+        # TTFT and e2e SLOs are queue-driven (never cut for them); no data holds: the rule table answers.
+        return _with(base, base.state.model_copy(update=memory))
+    upper = mode_cap(base.mode, cfg)
+    if _starving(state, obs, base, cfg):
+        relief = _relief_cap(state, obs, fits[1], upper)
+        if relief is not None:
+            return _ttft_first(state, base, memory, cfg, relief)
+    plan = _per_token_plan(state, cfg, fits, upper)
+    if memory["giving_up"] and base.cap < state.cap:  # no cut while the queue it paid for still waits
+        detail = "holding the cap given to the queue until it drains"
+        return _decision(state, base, state.cap, "draining", detail, base.replica_wish, memory)
+    if plan.reason == "unconfident":
+        return _with(base, base.state.model_copy(update=memory))
+    if plan.cap is None:  # inert: the cap does not move the signal; cutting would only build a queue
+        return _inert(state, base, plan, memory, cfg)
+    if plan.reason == "infeasible":
+        return _infeasible(state, base, plan, memory, upper)
+    return _computed(state, obs, base, plan, memory, cfg)
+
+
+def _relief_cap(state: LawState, obs: Observation, mean_fit: LeverFit, upper: int) -> int | None:
+    """The smallest cap above this one whose service rate outruns the arrivals, from the mean-TPOT line:
+    at a batch c a request takes about out x tpot(c), so capacity scales as c / tpot(c). None when the fit
+    is not usable or no cap up to `upper` would do (overload at every cap: giving up the per-token bound
+    would buy nothing; that is the replicas' job alone)."""
+    running, waiting, rate = known(obs.running), known(obs.waiting), known(obs.request_rate)
+    if running is None or waiting is None or rate is None or running < 1 or mean_fit.count < 8:
+        return None
+    growth = 0.0
+    if (
+        state.waiting_prev is not None
+        and state.waiting_prev_s is not None
+        and obs.now_s > state.waiting_prev_s
+    ):
+        growth = max(0.0, (waiting - state.waiting_prev) / (obs.now_s - state.waiting_prev_s))
+    arrival = rate + max(growth, known(obs.queue_growth) or 0.0)
+
+    def capacity(c: float) -> float:
+        return c / max(mean_fit.predict((c,)).mean, 1e-9)
+
+    now = capacity(running)
+    for c in range(state.cap + 1, upper + 1):
+        if rate * capacity(c) / now >= arrival * RELIEF_HEADROOM:
+            return c
+    return None
+
+
+def _ttft_first(
+    state: LawState, base: Decision, memory: dict[str, Any], cfg: LawConfig, relief: int
+) -> Decision:
+    """The queue pays for the per-token cap: give up the per-token bound one bounded step at a time (each
+    step costs every running request per-token time) and ask for replicas, which restore both."""
+    cap = max(state.cap, min(relief, math.ceil(state.cap * QUEUE_STEP)))
+    pressure = state.pressure_ticks + 1
+    wish: Literal[-1, 0, 1] = 0
+    if pressure >= cfg.replica_after_ticks:
+        wish, pressure = 1, 0
+    detail = (
+        "TTFT past its bound while the queue waits at a binding cap: giving up the per-token bound step by"
+        " step (a queue that grows fails every request); replicas needed"
+    )
+    update = {**memory, "cap": cap, "pressure_ticks": pressure, "giving_up": "per-token"}
+    return _decision(state, base, cap, "ttft-first", detail, wish, update)
+
+
+def _infeasible(
+    state: LawState, base: Decision, plan: CapPlan, memory: dict[str, Any], upper: int
+) -> Decision:
+    """No cap meets the target and no replica would: keep the throughput (back up towards the ceiling)."""
+    cap = max(base.cap, min(upper, math.ceil(state.cap * MAX_RAISE)))
+    detail = f"SLO infeasible on this hardware: {plan.detail}; replicas do not help"
+    update = {**memory, "cap": cap, "pressure_ticks": 0}
+    return _decision(state, base, cap, "infeasible", detail, 0, update)
+
+
+def _inert(
+    state: LawState, base: Decision, plan: CapPlan, memory: dict[str, Any], cfg: LawConfig
+) -> Decision:
+    cap = max(state.cap, base.cap)  # a raise the table wants (throughput) is fine; a cut is not
+    violating = (base.state.p99_smoothed or 0.0) > cfg.band_high * cfg.slo_target_s
+    pressure = state.pressure_ticks + 1 if violating else 0
+    wish: Literal[-1, 0, 1] = 1 if pressure >= cfg.replica_after_ticks else base.replica_wish
+    detail = f"the cap does not move the per-token latency ({plan.detail})"
+    if violating:
+        detail = f"no engine lever reaches the SLO: replicas needed; {detail}"
+    update = {**memory, "cap": cap, "pressure_ticks": 0 if wish == 1 else pressure}
+    return _decision(state, base, cap, "lever-inert", detail, wish, update)
+
+
+def _computed(
+    state: LawState, obs: Observation, base: Decision, plan: CapPlan, memory: dict[str, Any], cfg: LawConfig
+) -> Decision:
+    """The table's direction, the model's distance: a cut for a miss goes in one move to the per-token cap
+    (not a chain of x0.8), a raise with headroom goes up to it (at most doubling). Only where the table
+    itself moves: its guards (cooldown, queue growth, binding, confirmation) still decide *whether*."""
+    assert plan.cap is not None
+    cap = base.cap
+    if base.reason == "slo-violation" and plan.cap < base.cap:
+        cap = max(cfg.min_cap, plan.cap)
+    elif base.reason == "headroom" and plan.cap > base.cap:
+        cap = min(plan.cap, math.floor(state.cap * MAX_RAISE), mode_cap(base.mode, cfg))
+    if cap == base.cap:
+        return _with(base, base.state.model_copy(update=memory))
+    update = {**memory, "cap": cap}
+    if cap < state.cap:
+        update.update(cooldown_until_s=obs.now_s + cfg.cooldown_s, cut_s=obs.now_s)
+    return _decision(state, base, cap, f"model-{plan.reason}", plan.detail, base.replica_wish, update)
+
+
+def _decision(
+    state: LawState,
+    base: Decision,
+    cap: int,
+    reason: str,
+    detail: str,
+    wish: Literal[-1, 0, 1],
+    update: dict[str, Any],
+) -> Decision:
+    return Decision(
+        cap=cap,
+        reason=reason,
+        detail=detail,
+        mode=base.mode,
+        replica_wish=wish,
+        state=base.state.model_copy(update=update),
+        previous_cap=state.cap,
+    )
+
+
+def _with(base: Decision, state: LawState) -> Decision:
+    """The rule table's decision, carrying the computed law's memory. Its moves are small (bounded steps),
+    so the windows around them still feed the fits: that spread is what makes the fits confident."""
+    return Decision(
+        cap=base.cap,
+        reason=base.reason,
+        detail=base.detail,
+        mode=base.mode,
+        replica_wish=base.replica_wish,
+        state=state,
+        previous_cap=base.previous_cap,
+    )
