@@ -11,8 +11,7 @@
    of those requests. Printed as adaptive / static ratios.
 
 The governor here is governor.services.standalone reading the engine's /metrics directly (the Prometheus
-reader is
-exercised by the tests); tick --tick-s, window --window-s.
+reader is exercised by the tests); tick --tick-s, window --window-s.
 
     python benchmarks/loop_step.py                 # about 5 minutes
 """

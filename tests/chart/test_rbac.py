@@ -2,8 +2,7 @@
 
 What the code uses is derived, not listed by hand:
 - governor.adapters.kube.PERMISSIONS: every request the operator's API adapter makes is checked against
-this table
-  (kube._request refuses anything else), so it is the adapter's complete set of (resource, verb);
+  this table (the adapter refuses anything else), so it is the adapter's complete set of (resource, verb);
 - Kopf's handler registry after importing governor.handlers: every resource with a handler is listed and
   watched; resources with change handlers are patched (finalizers, progress annotations); Kopf posts Events
   and watches CRDs to discover resources, and lists namespaces when it does not watch cluster-wide.

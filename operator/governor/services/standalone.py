@@ -1,11 +1,10 @@
 """Standalone mode: the same law governing plain vLLM endpoints, without Kubernetes.
 
 The endpoints are the replicas of one service: every tick reads the signals (from Prometheus, grouped by one
-target label, or by scraping the endpoints' /metrics directly), decides with governor.core.law, and holds
-the cap
-on every endpoint through the runtime's admin route. There are no replicas to write here: the planner's
-wish (current endpoints + the law's replica wish, within bounds) is exported as governor_desired_replicas and
-logged, for whatever scales the endpoints.
+target label, or by scraping the endpoints' /metrics directly), decides with the law, and holds the cap on
+every endpoint through the runtime's admin route: the control step (governor.services.control) with these
+edges. There are no replicas to write here: the planner's wish (current endpoints + the law's replica wish,
+within bounds) is exported as governor_desired_replicas and logged, for whatever scales the endpoints.
 """
 
 from __future__ import annotations
