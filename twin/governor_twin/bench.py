@@ -5,9 +5,9 @@
     python -m governor_twin.bench --trace other.csv --load 0.7   # any CSV in the Azure trace format
 
 Policies: the project's law (`governor.core.law.decide`), the seed law verbatim
-(`governor_twin.seed.seed_decide`), static caps {16, 32, 64, 128, 256}, the per-phase oracle (the best static cap of each phase, chosen in
-hindsight from the static runs, then run as a schedule), and two anchors: TCP-style AIMD and a Dynamo-style
-±1 step with a pending-action guard.
+(`governor_twin.seed.seed_decide`), static caps {16, 32, 64, 128, 256}, the per-phase oracle (the best
+static cap of each phase, chosen in hindsight from the static runs, then run as a schedule), and two
+anchors: TCP-style AIMD and a Dynamo-style ±1 step with a pending-action guard.
 """
 
 from __future__ import annotations
