@@ -28,11 +28,14 @@ from datetime import datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from governor.core.signals import LatencyKind
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from governor_twin.profile import EngineProfile
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -226,14 +229,16 @@ def _rate_fn(spec: dict[str, Any], duration: float) -> tuple[Any, float]:
     raise ValueError(f"unknown arrival process {kind!r}")
 
 
-def capacity_rps(prompts: IntArray, outputs: IntArray, profile_name: str, requests: int = 4000) -> float:
+def capacity_rps(
+    prompts: IntArray, outputs: IntArray, profile_name: str | EngineProfile, requests: int = 4000
+) -> float:
     """Completions per second of a saturated engine at its ceiling for these lengths (a twin measurement):
     `requests` drawn from the lengths all arrive at once; the rate between the 25th and 75th percentile
-    completions."""
+    completions. The profile by name, or a profile object (a derived one, not stored in the package)."""
     from governor_twin.engine import Engine
     from governor_twin.profile import load_profile
 
-    profile = load_profile(profile_name)
+    profile = load_profile(profile_name) if isinstance(profile_name, str) else profile_name
     ok = prompts + outputs <= profile.max_model_len
     pick = np.random.default_rng(0).integers(0, int(ok.sum()), requests)
     engine = Engine(profile)

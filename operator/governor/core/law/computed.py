@@ -201,7 +201,8 @@ def _computed(
     assert plan.cap is not None
     cap = base.cap
     if base.reason == "slo-violation" and plan.cap < base.cap:
-        cap = max(cfg.min_cap, plan.cap)
+        # No deeper than the table's strongest cut: a line fitted on lagging windows can overstate the slope.
+        cap = max(cfg.min_cap, plan.cap, math.floor(state.cap * cfg.strongest_decrease))
     elif base.reason == "headroom" and plan.cap > base.cap:
         cap = min(plan.cap, math.floor(state.cap * MAX_RAISE), mode_cap(base.mode, cfg))
     if cap == base.cap:

@@ -1,0 +1,73 @@
+"""The generalization matrix (issue 12): the goodput scorer, the derived targets, a one-cell run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from governor_twin.matrix.goodput import meets_both
+from governor_twin.matrix.profiles import PROFILES, derive_targets, get_profile
+from governor_twin.matrix.reaction import measure
+from governor_twin.matrix.report import summary_markdown
+from governor_twin.matrix.run import CURRENT, ORACLE, evaluate, load_law, static_caps
+from governor_twin.scenarios import _shared_root
+
+
+def test_goodput_counts_a_request_only_when_both_bounds_hold() -> None:
+    tpot = np.array([0.010, 0.030, 0.010, 0.010, 0.020])
+    ttft = np.array([1.0, 1.0, 3.0, 1.0, 2.5])
+    done = np.array([True, True, True, False, True])
+    got = meets_both(tpot, ttft, done, tpot_s=0.020, ttft_s=2.5)
+    # both met / TPOT missed / TTFT missed / unfinished / both exactly at the bound
+    assert got.tolist() == [True, False, False, False, True]
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_derived_targets_are_ordered(name: str) -> None:
+    t = derive_targets(get_profile(name))
+    assert 0 < t.tight_s < t.medium_s < t.loose_s
+    assert t.ttft_s > 0
+
+
+def test_derived_profile_is_slower_than_the_8b_it_comes_from() -> None:
+    small, big = get_profile("h200_llama8b"), get_profile("h200_llama70b_derived")
+    assert big.step.step_s(32, 32 * 512, 0) > 5 * small.step.step_s(32, 32 * 512, 0)
+    assert "EXTRAPOLATED" in str(big.provenance)
+
+
+def test_static_caps_are_powers_of_two_up_to_the_ceiling() -> None:
+    assert static_caps(32) == [1, 2, 4, 8, 16, 32]
+    assert static_caps(256, limit=3) == [64, 128, 256]
+
+
+def test_reaction_counts_recovery_ticks_and_overshoots() -> None:
+    slo = 0.02
+    p99 = np.array([0.01, 0.03, 0.04, 0.015, 0.025, 0.01, np.nan, 0.03, 0.01])
+    assert measure(p99, slo) == (True, 2, 2)
+    assert measure(np.array([0.01, 0.01]), slo) == (False, 0, 0)
+    assert measure(np.array([0.01, 0.03, 0.03]), slo) == (True, None, 0)
+
+
+def test_missing_new_law_is_reported_not_raised() -> None:
+    law, note = load_law("governor.core.law:no_such_law_here")
+    assert law is None and "skipped" in note
+
+
+def test_one_small_cell_produces_the_table() -> None:
+    prof = get_profile("cpu_tiny_llama")
+    cells = evaluate(
+        [(prof, derive_targets(prof))],
+        ["steady"],
+        None,
+        30.0,
+        str(_shared_root()),
+        jobs=1,
+        cap_limit=2,
+        targets=("medium",),
+    )
+    assert len(cells) == 1
+    cell = cells[0]
+    assert set(cell.scores) == {"static 16", "static 32", ORACLE, CURRENT}
+    assert cell.best_static in ("static 16", "static 32")
+    assert cell.ratio(cell.best_static) == 1.0
+    table = summary_markdown(cells)
+    assert "| current law |" in table and "| static 16 |" in table

@@ -1,0 +1,91 @@
+"""The reaction benchmark: a 2× load step on the twin (H200 8B, medium TPOT target).
+
+The P99 judged here is the exact TPOT P99 of the requests that finished in each 5 s tick (what users got in
+that tick, not the policy's lagging 30 s histogram). Counted from the first tick after the step whose P99 is
+above the target: the ticks until one is back under it (0 when no tick after the step is above), and the
+overshoots: excursions above the target after that first recovery."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import pairwise
+
+import numpy as np
+from numpy.typing import NDArray
+
+from governor_twin.matrix.profiles import Targets
+from governor_twin.policies import Policy
+from governor_twin.profile import EngineProfile
+from governor_twin.scenarios import Phase, Scenario, Slo
+from governor_twin.sim import RunResult, run
+
+GOAL_TICKS, GOAL_OVERSHOOTS = 3, 1
+
+
+@dataclass(frozen=True)
+class Reaction:
+    policy: str
+    step_s: float
+    violated: bool
+    ticks_to_recover: int | None  # None: never back under the target after the step
+    overshoots: int
+    tick_p99_ms: tuple[float, ...]  # per tick from the step on (NaN: nothing finished)
+
+    @property
+    def meets_goal(self) -> bool:
+        recovered = self.ticks_to_recover is not None and self.ticks_to_recover <= GOAL_TICKS
+        return recovered and self.overshoots <= GOAL_OVERSHOOTS
+
+
+def tick_p99(res: RunResult, tick_s: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(tick end times, exact TPOT P99 of requests finishing in each tick; NaN where none did)."""
+    ends = np.arange(tick_s, res.scenario.duration_s + 1e-9, tick_s, dtype=np.float64)
+    fin = np.where(res.done, res.finish, np.inf)
+    tpot = res.tpot
+    out = np.full(ends.size, np.nan, dtype=np.float64)
+    for i, end in enumerate(ends):
+        sel = (fin > end - tick_s) & (fin <= end)
+        if sel.any():
+            out[i] = float(np.percentile(tpot[sel], 99))
+    return ends, out
+
+
+def measure(p99: NDArray[np.float64], slo_s: float) -> tuple[bool, int | None, int]:
+    """(violated, ticks from the first violation to the first tick back under, overshoots after that)."""
+    above = [bool(v > slo_s) for v in p99 if np.isfinite(v)]
+    if not any(above):
+        return False, 0, 0
+    onset = above.index(True)
+    back = next((i for i in range(onset, len(above)) if not above[i]), None)
+    if back is None:
+        return True, None, 0
+    rest = above[back:]
+    overshoots = sum(1 for a, b in pairwise(rest) if b and not a)
+    return True, back - onset, overshoots
+
+
+def step_scenario(profile: EngineProfile, capacity: float, targets: Targets, phase_s: float) -> Scenario:
+    low = {"kind": "poisson", "rate_rps": 0.47 * capacity}
+    high = {"kind": "poisson", "rate_rps": 0.94 * capacity}
+    return Scenario(
+        f"{profile.name}/reaction",
+        "2x load step (0.47 -> 0.94 x capacity)",
+        profile.name,
+        Slo(target_s=targets.medium_s, ttft_s=targets.ttft_s),
+        (Phase("before", phase_s, low), Phase("after 2x", phase_s, high)),
+    )
+
+
+def react(scenario: Scenario, profile: EngineProfile, policy: Policy, seed: int = 0) -> Reaction:
+    res = run(scenario, policy, seed=seed, profile=profile)
+    step = scenario.phases[0].duration_s
+    ends, p99 = tick_p99(res, policy.tick_s)
+    after = p99[ends > step]
+    violated, ticks, over = measure(after, scenario.slo.target_s)
+    return Reaction(policy.name, step, violated, ticks, over, tuple(float(v) * 1e3 for v in after))
+
+
+def react_all(
+    scenario: Scenario, profile: EngineProfile, policies: list[Policy], seed: int = 0
+) -> list[Reaction]:
+    return [react(scenario, profile, p, seed) for p in policies]

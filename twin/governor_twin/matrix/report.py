@@ -1,0 +1,209 @@
+"""The matrix report: the summary table, per-policy worst and median cells, the reaction benchmark, a
+heatmap, REPORT.md and results.json (the style of `governor_twin.bench`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from governor_twin.matrix.profiles import DERIVED, Targets
+from governor_twin.matrix.reaction import GOAL_OVERSHOOTS, GOAL_TICKS, Reaction
+from governor_twin.matrix.run import CURRENT, NEW, ORACLE, Cell
+
+GOAL_WORST, GOAL_MEDIAN = 0.95, 1.0
+
+
+def _mark(ok: bool) -> str:
+    return "✅" if ok else "❌"
+
+
+def _f(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.2f}"
+
+
+def policies(cells: Sequence[Cell]) -> list[str]:
+    """Adaptive rows first, then the statics present in every cell's profile, small to large."""
+    names = [p for p in (NEW, CURRENT, ORACLE) if any(p in c.scores for c in cells)]
+    statics = sorted(
+        {k for c in cells for k in c.scores if k.startswith("static")}, key=lambda k: int(k.split()[1])
+    )
+    return names + statics
+
+
+def worst_median(cells: Sequence[Cell], policy: str) -> tuple[float, float, str]:
+    """(worst ratio to the best static, median ratio, the worst cell), over the cells where it ran; a static
+    cap above a profile's ceiling is not run there."""
+    pairs = [(c.ratio(policy), c) for c in cells if policy in c.scores]
+    pairs = [(r, c) for r, c in pairs if not math.isnan(r)]
+    if not pairs:
+        return float("nan"), float("nan"), ""
+    r, c = min(pairs, key=lambda x: x[0])
+    return r, median(x for x, _ in pairs), f"{c.profile}/{c.target}/{c.workload}"
+
+
+def targets_markdown(targets: Sequence[Targets]) -> str:
+    out = ["| profile | tight TPOT P99 | medium | loose | TTFT bound |", "|---|---|---|---|---|"]
+    for t in targets:
+        name = f"{t.profile} (derived/extrapolated)" if t.profile == DERIVED else t.profile
+        out.append(
+            f"| {name} | {t.tight_s * 1e3:.2f} ms | {t.medium_s * 1e3:.2f} ms | {t.loose_s * 1e3:.2f} ms | "
+            f"{t.ttft_s:.2f} s |"
+        )
+    return "\n".join(out)
+
+
+def summary_markdown(cells: Sequence[Cell]) -> str:
+    out = ["| policy | worst cell / best static | median | worst cell | goal |", "|---|---|---|---|---|"]
+    for p in policies(cells):
+        w, m, where = worst_median(cells, p)
+        goal = ""
+        if p == NEW:
+            goal = (
+                f"worst ≥ {GOAL_WORST} {_mark(w >= GOAL_WORST)}, "
+                f"median ≥ {GOAL_MEDIAN} {_mark(m >= GOAL_MEDIAN)}"
+            )
+        out.append(f"| {p} | {_f(w)} | {_f(m)} | {where} | {goal} |")
+    return "\n".join(out)
+
+
+def cells_markdown(cells: Sequence[Cell]) -> str:
+    adaptive = [p for p in (NEW, CURRENT, ORACLE) if any(p in c.scores for c in cells)]
+    head = " | ".join(f"{p} / best" for p in adaptive)
+    out = [
+        f"| profile | target | workload | best static | goodput req/s | {head} | SLO windows (law) | "
+        "oracle caps |",
+        "|---|---|---|---|---|" + "---|" * len(adaptive) + "---|---|",
+    ]
+    for c in cells:
+        best = c.scores[c.best_static]
+        ratios = " | ".join(_f(c.ratio(p)) for p in adaptive)
+        law = c.scores.get(NEW, c.scores[CURRENT])
+        out.append(
+            f"| {c.profile} | {c.target} ({c.tpot_s * 1e3:.1f} ms) | {c.workload} | {c.best_static} | "
+            f"{best.goodput_rps:.2f} | {ratios} | {100 * law.slo_windows:.0f} % | "
+            f"{', '.join(map(str, c.oracle_caps))} |"
+        )
+    return "\n".join(out)
+
+
+def reaction_markdown(reactions: Sequence[Reaction], slo_s: float) -> str:
+    out = [
+        f"Goal: back under the SLO ({slo_s * 1e3:.1f} ms) within {GOAL_TICKS} ticks, at most "
+        f"{GOAL_OVERSHOOTS} overshoot.",
+        "",
+        "| policy | violated after the step | ticks to recover | overshoots | goal | "
+        "P99 per tick after the step (ms) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in reactions:
+        ticks = "never" if r.ticks_to_recover is None else str(r.ticks_to_recover)
+        trace = " ".join("–" if math.isnan(v) else f"{v:.0f}" for v in r.tick_p99_ms[:16])
+        out.append(
+            f"| {r.policy} | {'yes' if r.violated else 'no'} | {ticks} | {r.overshoots} | "
+            f"{_mark(r.meets_goal)} | {trace} … |"
+        )
+    return "\n".join(out)
+
+
+def plot_heatmap(cells: Sequence[Cell], policy: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = sorted(
+        {(c.profile, c.target) for c in cells}, key=lambda x: (x[0], ["tight", "medium", "loose"].index(x[1]))
+    )
+    cols = list(dict.fromkeys(c.workload for c in cells))
+    grid = np.full((len(rows), len(cols)), np.nan)
+    for c in cells:
+        grid[rows.index((c.profile, c.target)), cols.index(c.workload)] = c.ratio(policy)
+    fig, ax = plt.subplots(figsize=(1.6 * len(cols) + 3, 0.55 * len(rows) + 1.8))
+    im = ax.imshow(grid, cmap="RdYlGn", vmin=0.5, vmax=1.5, aspect="auto")
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(cols)), cols, rotation=20)
+    ax.set_yticks(range(len(rows)), [f"{p} / {t}" for p, t in rows], fontsize=8)
+    ax.set_title(f"goodput of {policy} / best static in hindsight, per cell")
+    fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def write(
+    out: Path,
+    cells: Sequence[Cell],
+    targets: Sequence[Targets],
+    reactions: Sequence[Reaction],
+    reaction_slo_s: float,
+    notes: Sequence[str],
+    header: str,
+) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    shown = NEW if any(NEW in c.scores for c in cells) else CURRENT
+    plot_heatmap(cells, shown, out / "heatmap.png")
+    parts = [
+        "# Generalization matrix on the twin (issue 12)",
+        "",
+        header,
+        "",
+        *[f"- {n}" for n in notes],
+        "",
+        "Goodput = requests per second meeting BOTH the request's TPOT ≤ target and TTFT ≤ bound "
+        "(DistServe); "
+        "ratios are to the best static cap of the cell, chosen in hindsight. SLO windows: share of 1-minute "
+        "windows whose exact TPOT P99 meets the target.",
+        "",
+        f"**Goal** (new law): worst cell ≥ {GOAL_WORST} × best static, median ≥ {GOAL_MEDIAN}; "
+        "no single static "
+        "comes close on its worst cell.",
+        "",
+        "## Derived SLO targets",
+        "",
+        targets_markdown(targets),
+        "",
+        "## Summary",
+        "",
+        summary_markdown(cells),
+        "",
+        f"![heatmap: {shown} / best static](heatmap.png)",
+        "",
+        "## Reaction to a 2× load step (H200 8B, medium target)",
+        "",
+        reaction_markdown(reactions, reaction_slo_s),
+        "",
+        "## Cells",
+        "",
+        cells_markdown(cells),
+        "",
+    ]
+    report = out / "REPORT.md"
+    report.write_text("\n".join(parts))
+    data: dict[str, Any] = {
+        "targets": [asdict(t) for t in targets],
+        "cells": [
+            {
+                **{k: v for k, v in asdict(c).items() if k != "scores"},
+                "best_static": c.best_static,
+                "scores": {p: {**asdict(s), "vs_best_static": c.ratio(p)} for p, s in c.scores.items()},
+            }
+            for c in cells
+        ],
+        "summary": {
+            p: dict(zip(("worst", "median", "worst_cell"), worst_median(cells, p), strict=True))
+            for p in policies(cells)
+        },
+        "reaction": [{**asdict(r), "meets_goal": r.meets_goal} for r in reactions],
+        "notes": list(notes),
+    }
+    (out / "results.json").write_text(json.dumps(data, indent=1, default=str, allow_nan=True) + "\n")
+    return report
