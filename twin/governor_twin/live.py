@@ -15,6 +15,7 @@ from governor_twin.profile import EngineProfile
 
 PROMPT_WINDOW_S = 60.0
 LONG_PROMPT_FACTOR = 1.3
+IDLE_POLL_S = 1.0  # an idle engine has nothing to advance; `submit` wakes it at once
 
 
 class TwinEngine:
@@ -56,7 +57,7 @@ class TwinEngine:
             busy = bool(engine.running or engine.waiting)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 0.001 if busy else 0.05)
+                await asyncio.wait_for(self._wake.wait(), 0.001 if busy else IDLE_POLL_S)
 
     def _note_prompt(self, now: float, length: int) -> None:
         """The runtime's prompt signals: 60 s windowed P95 and a counter of prompts above 1.3 × it."""

@@ -4,13 +4,13 @@ Per engine, on its own port:
 - `POST /v1/completions` (OpenAI; token-id prompts, or text counted as whitespace-separated tokens;
   `max_tokens`, `stream`, `stream_options.include_usage`; output is generated until `max_tokens`, as with
   `ignore_eos`);
-- `GET /metrics` with vLLM's metric names (governor.core.signals), labels `model_name` and `engine`, the
-buckets
-  the runtime starts vLLM with, and the runtime's own `vllm_governor:*` series;
+- `GET /metrics` with vLLM's metric names (governor_runtime.contract), labels `model_name` and `engine`,
+  the buckets the runtime starts vLLM with, and the runtime's own `vllm_governor:*` series;
 - `GET|PUT /governor/v1/limits`, the runtime's admin route: same auth (governor_runtime.auth), same bounds
   (governor_runtime.limits), same JSON and error shapes;
 - `GET /health`, `GET /v1/models`.
-One process can host many engines (`--engines N` on consecutive ports), for scale tests.
+One process can host many engines (`--engines N` on consecutive ports, one server routing by port), for
+scale tests.
 
     python -m governor_twin serve --profile cpu_tiny_llama --engines 4 --port 8100 --initial-cap 16
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import threading
 import time
 import uuid
@@ -41,7 +42,7 @@ from governor_twin.exposition import metrics_text
 from governor_twin.live import TwinEngine
 from governor_twin.profile import EngineProfile
 
-__all__ = ["LIMITS_PATH", "Hosted", "TwinEngine", "build_app", "hosted", "serve"]
+__all__ = ["LIMITS_PATH", "Hosted", "TwinEngine", "build_app", "build_router", "hosted", "serve"]
 
 LIMITS_PATH = contract.LIMITS_PATH
 
@@ -248,6 +249,29 @@ class Hosted:
         return [f"http://{self.host}:{port}" for port in self.ports]
 
 
+def build_router(twins: Sequence[TwinEngine], ports: Sequence[int]) -> Any:
+    """One ASGI app for many engines: the engine is the one whose port the connection arrived on."""
+    apps = {port: build_app(twin) for twin, port in zip(twins, ports, strict=True)}
+
+    async def route(scope: Any, receive: Any, send: Any) -> None:
+        app = apps.get((scope.get("server") or ("", 0))[1])
+        if app is None:
+            await PlainTextResponse("no engine on this port", status_code=404)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return route
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(256)
+    sock.set_inheritable(True)
+    return sock
+
+
 async def serve(
     twins: Sequence[TwinEngine],
     ports: Sequence[int],
@@ -255,40 +279,43 @@ async def serve(
     started: threading.Event | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Serve each engine on its port in this event loop until `stop` is set (or forever)."""
-    servers = [
-        uvicorn.Server(
-            uvicorn.Config(
-                build_app(t), host=host, port=p, log_level="warning", access_log=False, lifespan="off"
-            )
+    """Serve each engine on its port in this event loop until `stop` is set (or forever).
+
+    One uvicorn server listens on every engine's socket (a thousand engines cost one server, not a
+    thousand), and routes each connection by the local port it arrived on.
+    """
+    sockets = [_listen(host, p) for p in ports]
+    server = uvicorn.Server(
+        uvicorn.Config(
+            build_router(twins, ports), log_level="warning", access_log=False, lifespan="off", backlog=256
         )
-        for t, p in zip(twins, ports, strict=True)
-    ]
+    )
     for twin in twins:
         twin.started = time.monotonic()
         twin._progress = asyncio.Event()
         twin._wake = asyncio.Event()
         twin.lock = asyncio.Lock()
     drivers = [asyncio.create_task(t.drive()) for t in twins]
-    tasks = [asyncio.create_task(s.serve()) for s in servers]
+    task = asyncio.create_task(server.serve(sockets=sockets))
     for _ in range(3000):  # uvicorn exposes no "started" event
-        if all(s.started for s in servers):
+        if server.started or task.done():
             break
         await asyncio.sleep(0.01)
     if started is not None:
         started.set()
     try:
         if stop is None:
-            await asyncio.gather(*tasks)
+            await task
         else:
             await stop.wait()
     finally:
-        for s in servers:
-            s.should_exit = True
-        await asyncio.gather(*tasks, return_exceptions=True)
+        server.should_exit = True
+        await asyncio.gather(task, return_exceptions=True)
         for d in drivers:
             d.cancel()
         await asyncio.gather(*drivers, return_exceptions=True)
+        for sock in sockets:
+            sock.close()
 
 
 @contextlib.contextmanager

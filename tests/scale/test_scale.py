@@ -1,0 +1,29 @@
+"""The operator at scale, quick: the real `governor operator` process against the API emulator, one twin
+process serving every engine, a real Prometheus. The Prometheus queries per tick must not grow with the
+number of InferenceServices (one query per signal for all of them), and every object must keep ticking."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.support.scale import measure
+
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.skipif(shutil.which("prometheus") is None, reason="the Debian prometheus is not installed"),
+]
+N = 10
+
+
+async def test_prometheus_queries_per_tick_do_not_grow_with_the_objects() -> None:
+    small = await measure(N, 16.0, say=lambda _: None)
+    large = await measure(2 * N, 16.0, say=lambda _: None)
+    for run in (small, large):
+        assert min(run.ticks_per_object) >= 2, f"N={run.n}: objects stopped ticking: {run.ticks_per_object}"
+        assert run.prom_queries > 0
+    # one round of ~16 queries per tick whatever N is; one query per object would double it
+    figures = (small.queries_per_tick, large.queries_per_tick)
+    assert large.queries_per_tick < 1.3 * small.queries_per_tick + 2, figures
+    assert large.queries_per_tick < large.n, "queries grow with the objects"
