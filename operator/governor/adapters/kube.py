@@ -1,34 +1,38 @@
 """The one adapter that talks to the Kubernetes API (besides Kopf's own watching, patching and Events).
 
 Client: a :class:`Kube` object holds one ``httpx.AsyncClient`` (already a dependency; async, typed, HTTP/1.1
-keep-alive) for one :class:`Connection`. The operator makes one per run (kept in Kopf's memo, in the
-OperatorContext) and its login handler connects it with the same credentials Kopf logs in with, so the
-operator has one notion of "the cluster"; tests make their own. Nothing here is module-level mutable state.
-Every request goes through :meth:`Kube._request`, which refuses any (group, resource, verb) missing from
-:data:`PERMISSIONS`: that table is the least-privilege RBAC of this module, and a test derives the
-ClusterRole from it.
+keep-alive) for one :class:`Connection` (governor.adapters.kube_connection). The operator makes one per run
+(kept in Kopf's memo, in the OperatorContext) and its login handler connects it with the same credentials
+Kopf logs in with, so the operator has one notion of "the cluster"; tests make their own. Nothing here is
+module-level mutable state. Every request goes through :meth:`Kube._request`, which refuses any (group,
+resource, verb) missing from :data:`PERMISSIONS`: that table is the least-privilege RBAC of this module, and a
+test derives the ClusterRole from it.
 
 Writes are idempotent: ``POST``; on 409 read and merge-patch; names are deterministic (builders.names).
 Drift is "a field we set differs": the live object must contain the desired fields (``covers``); fields
 the API server or other controllers add are left alone. Status updates are read-modify-write with the
 resourceVersion as a precondition (409 → re-read), so two writers of conditions never lose each other's.
+
+Faults: a request that fails in transport (timeout, reset, refused) raises :class:`Unreachable`, a
+:class:`KubeError`, so callers that handle API errors handle these too. Every request is retried on 500, 502,
+503, 504 and transport errors with a short exponential backoff (tenacity): every request here is safe to
+repeat. Reads trivially; merge patches set absolute values (and status patches carry a resourceVersion
+precondition); a create whose first answer was lost gets 409 on its retry, which ``ensure`` reads as "exists".
 """
 
 from __future__ import annotations
 
 import base64
-import os
-import ssl
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
 
 import httpx
+import tenacity
 
+from governor.adapters.kube_connection import Connection as Connection  # re-exported: kube.Connection
 from governor.core import spec as api
 
 Manifest = dict[str, Any]
@@ -56,6 +60,11 @@ PLURALS: dict[str, str] = {
 _HTTP_VERB: dict[Verb, str] = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST",
                                "patch": "PATCH", "delete": "DELETE"}
 API_GROUP_TTL_S = 60.0
+RETRIED_STATUSES = frozenset({500, 502, 503, 504})
+# 4 attempts, 0.2 s, 0.4 s, 0.8 s apart (+ up to 0.1 s jitter): rides out a blip of a busy API server while a
+# caller (a reconcile, a control-loop tick) is held at most a few seconds beyond its requests' timeouts.
+ATTEMPTS = 4
+BACKOFF_S = 0.2
 
 
 class KubeError(Exception):
@@ -76,71 +85,25 @@ class Busy(KubeError):
     """The object is being deleted; retry once it is gone."""
 
 
+class Unreachable(KubeError):
+    """The request failed in transport (timeout, connection refused or reset): no answer from the server."""
+
+    def __init__(self, error: httpx.TransportError) -> None:
+        super().__init__(0, "Unreachable", f"{type(error).__name__}: {error}")
+
+
+def _retried(error: BaseException) -> bool:
+    if isinstance(error, Unreachable):
+        return True
+    return isinstance(error, KubeError) and error.status in RETRIED_STATUSES
+
+
 @dataclass(frozen=True)
 class Outcome:
     action: Literal["created", "patched", "unchanged"]
     kind: str
     name: str
     body: Manifest
-
-
-@dataclass(frozen=True)
-class Connection:
-    """Where the API server is and how to authenticate (the fields of Kopf's ConnectionInfo we use)."""
-
-    server: str
-    token: str | None = field(default=None, repr=False)
-    insecure: bool = False
-    ca_path: str | None = None
-    ca_data: str | bytes | None = field(default=None, repr=False)
-    cert_path: str | None = None
-    cert_data: str | bytes | None = field(default=None, repr=False)
-    key_path: str | None = None
-    key_data: str | bytes | None = field(default=None, repr=False)
-    timeout_s: float = 30.0
-
-    def client(self) -> httpx.AsyncClient:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        return httpx.AsyncClient(base_url=self.server.rstrip("/"), headers=headers, verify=self._verify(),
-                                 timeout=self.timeout_s)
-
-    def _verify(self) -> ssl.SSLContext | bool:
-        if not self.server.startswith("https"):
-            return True
-        context = ssl.create_default_context(cafile=self.ca_path)
-        if self.ca_data:
-            text = self.ca_data.decode() if isinstance(self.ca_data, bytes) else self.ca_data
-            context.load_verify_locations(cadata=_pem(text))
-        if self.insecure:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        if self.cert_path or self.cert_data:
-            with _pem_file(self.cert_path, self.cert_data) as cert, \
-                    _pem_file(self.key_path, self.key_data) as key:
-                context.load_cert_chain(cert or "", key)
-        return context
-
-
-def _pem(text: str) -> str:
-    return text if "BEGIN CERTIFICATE" in text else base64.b64decode(text).decode()
-
-
-@contextmanager
-def _pem_file(path: str | None, data: str | bytes | None) -> Iterator[str | None]:
-    """``path``, or ``data`` (PEM or base64 of PEM) in a private temporary file while ssl reads it."""
-    if path or not data:
-        yield path
-        return
-    raw = data.encode() if isinstance(data, str) else data
-    if b"-----BEGIN" not in raw:
-        raw = base64.b64decode(raw)
-    handle, temp = tempfile.mkstemp(prefix="governor-kube-", suffix=".pem")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(raw)
-        yield temp
-    finally:
-        os.unlink(temp)
 
 
 def _split(api_version: str) -> tuple[str, str]:
@@ -205,8 +168,15 @@ class Kube:
     it (:meth:`aclose`, or ``async with``).
     """
 
-    def __init__(self, connection: Connection | None = None) -> None:
+    def __init__(self, connection: Connection | None = None, *, attempts: int = ATTEMPTS,
+                 backoff_s: float = BACKOFF_S) -> None:
         self.connection = connection
+        self._retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception(_retried), stop=tenacity.stop_after_attempt(attempts),
+            wait=tenacity.wait_exponential(multiplier=backoff_s, max=4 * backoff_s)
+            + tenacity.wait_random(0, backoff_s / 2),
+            reraise=True,
+        )
         self._client = connection.client() if connection is not None else None
         self._groups: dict[str, tuple[float, bool]] = {}
 
@@ -248,7 +218,7 @@ class Kube:
         resource = f"{plural}/{subresource}" if subresource else plural
         if verb not in PERMISSIONS.get((group, resource), frozenset()):
             raise PermissionError(f"the kube adapter does not declare {verb} on {group or 'core'}/{resource}")
-        response = await self._http().request(
+        response = await self._send(
             _HTTP_VERB[verb], _path(api_version, plural, namespace, name, subresource),
             json=body, headers={"Content-Type": content_type} if body is not None else None,
         )
@@ -256,6 +226,20 @@ class Kube:
             raise _error(response)
         result: Manifest = response.json()
         return result
+
+    async def _send(self, method: str, path: str, **options: Any) -> httpx.Response:
+        """One request, retried (see the module docstring); the last error is raised when all fail."""
+        client = self._http()
+        async for attempt in self._retrying.copy():  # a copy per call: the retry state is per request
+            with attempt:
+                try:
+                    response = await client.request(method, path, **options)
+                except httpx.TransportError as error:
+                    raise Unreachable(error) from error
+                if response.status_code in RETRIED_STATUSES:
+                    raise _error(response)
+                return response
+        raise AssertionError("tenacity re-raises the last error")  # pragma: no cover
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -273,12 +257,12 @@ class Kube:
 
     async def has_api_group(self, group: str) -> bool:
         """Whether an API group is served (e.g. monitoring.coreos.com). Cached for a minute."""
-        client = self._http()
+        self._http()
         cached = self._groups.get(group)
         now = time.monotonic()
         if cached is not None and now - cached[0] < API_GROUP_TTL_S:
             return cached[1]
-        response = await client.get(f"/apis/{group}")  # discovery: readable by every authenticated user
+        response = await self._send("GET", f"/apis/{group}")  # discovery: readable by any authenticated user
         if response.status_code not in (200, 404):
             raise _error(response)
         self._groups[group] = (now, response.status_code == 200)
@@ -297,18 +281,33 @@ class Kube:
         return await self._request("create", manifest["apiVersion"], PLURALS[manifest["kind"]],
                                    meta["namespace"], body=manifest)
 
+    async def _create_unless_present(self, probe: Manifest, manifest: Callable[[], Manifest],
+                                     attempts: int = 3) -> Manifest | Outcome:
+        """The live object (named like ``probe``), or the Outcome of creating ``manifest()`` when absent.
+
+        A 409 on create is "it exists" (a racing writer, or a retried create that had landed): read it. If
+        the read still finds nothing (it was deleted meanwhile, or the 409 was spurious), create again.
+        """
+        api_version, kind = probe["apiVersion"], probe["kind"]
+        namespace, name = probe["metadata"]["namespace"], probe["metadata"]["name"]
+        for attempt in range(attempts):
+            live = await self.get(api_version, kind, namespace, name)
+            if live is not None:
+                return live
+            try:
+                return Outcome("created", kind, name, await self.create(manifest()))
+            except Conflict:
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def ensure(self, manifest: Manifest) -> Outcome:
         """Create the child, or patch the fields that drifted from ``manifest``. Tolerates 409 on create."""
         api_version, kind = manifest["apiVersion"], manifest["kind"]
         namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-        live = await self.get(api_version, kind, namespace, name)
-        if live is None:
-            try:
-                return Outcome("created", kind, name, await self.create(manifest))
-            except Conflict:
-                live = await self.get(api_version, kind, namespace, name)
-                if live is None:
-                    raise
+        live = await self._create_unless_present(manifest, lambda: manifest)
+        if isinstance(live, Outcome):
+            return live
         if (live.get("metadata") or {}).get("deletionTimestamp"):
             raise Busy(409, "Terminating", f"{kind} {namespace}/{name} is being deleted")
         wanted = _owned_part(manifest)
@@ -326,15 +325,10 @@ class Kube:
         """
         probe = manifest_for("")
         namespace, name = probe["metadata"]["namespace"], probe["metadata"]["name"]
-        live = await self.get("v1", "Secret", namespace, name)
-        if live is None:
-            value = new_value()
-            try:
-                return value, Outcome("created", "Secret", name, await self.create(manifest_for(value)))
-            except Conflict:
-                live = await self.get("v1", "Secret", namespace, name)
-                if live is None:
-                    raise
+        value = new_value()
+        live = await self._create_unless_present(probe, lambda: manifest_for(value))
+        if isinstance(live, Outcome):
+            return value, live
         current = secret_value(live, key)
         if current:
             wanted = {"metadata": _owned_part(probe)["metadata"]}

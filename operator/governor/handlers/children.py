@@ -9,6 +9,8 @@ which parses it, builds the children (pure), applies them through the one API ad
   re-created. Deployment changes also refresh Ready/Progressing/Degraded.
 * an invalid spec → condition ``Invalid`` with a message naming each field, a Warning Event, and
   ``kopf.PermanentError`` (no retries until the spec changes again; the operator keeps running).
+* every RESYNC_S, an InferenceService that is still behind (status.observedGeneration is not its
+  generation, or a child it had is missing from the child index) → the same reconcile (see ``resync``).
 * deletion → nothing to delete by hand (children carry owner references, the garbage collector removes
   them); the handler releases the finalizer once the bookkeeping is done.
 """
@@ -34,6 +36,17 @@ def inferenceservices(
 ) -> dict[tuple[str, str], Any]:
     """(namespace, name) → the object, for child events to find their owner without a LIST."""
     return {(namespace or "", name): copy.deepcopy(dict(body))}
+
+
+@kopf.index("apps", "v1", "deployments", labels=CHILD_LABELS)
+@kopf.index("v1", "services", labels=CHILD_LABELS)
+@kopf.index("v1", "secrets", labels=CHILD_LABELS)
+@kopf.index("policy", "v1", "poddisruptionbudgets", labels=CHILD_LABELS)
+def children_present(
+    namespace: str | None, labels: Mapping[str, str], resource: kopf.Resource, **_: Any,
+) -> dict[tuple[str, str], str]:
+    """(namespace, owner) → the kinds of its children that exist (from the watches Kopf keeps anyway)."""
+    return {(namespace or "", labels.get(builders.LABEL_OWNER, "")): resource.kind or resource.plural}
 
 
 @kopf.on.resume(*ISVC)
@@ -71,3 +84,36 @@ async def child_changed(
         await memo.reconciler.reconcile(body, trigger="child")
     except (kopf.PermanentError, kopf.TemporaryError) as error:
         logger.debug(f"Child reconcile of {owner} deferred: {error}")
+
+
+RESYNC_S = 10.0
+INDEXED_KINDS = frozenset({"Deployment", "Service", "Secret", "PodDisruptionBudget"})  # children_present
+
+
+# Why a timer: when Kopf's own write for an event is refused (its finalizer or progress patch gets a 409 or a
+# 500 past its retries), Kopf throttles the object and drops that event; its handlers are not retried until
+# the object changes again, and a new object nobody edits would never get its children. Kopf has no setting
+# that re-queues the dropped event (``settings.queueing.error_delays`` only spaces out the throttling), while
+# timers, like daemons, are spawned before Kopf's first patch of the object, so this one runs even when that
+# patch failed. It is cheap when all is well: it reads the object Kopf already holds and the child index, and
+# writes nothing. When it does reconcile, the status write is a new event, on which Kopf retries its own
+# patch (the finalizer). ``idle``: never while the object is being edited (its handlers are at work then).
+@kopf.timer(*ISVC, interval=RESYNC_S, idle=RESYNC_S)
+async def resync(
+    body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, logger: kopf.Logger,
+    children_present: kopf.Index[tuple[str, str], str] | None = None, **_: Any,
+) -> None:
+    if body.metadata.get("deletionTimestamp"):
+        return
+    key = (namespace or "", name)
+    had = memo.reconciler.managed.get(key)
+    present = set(children_present.get(key, [])) if children_present is not None else set()
+    stale = (body.get("status") or {}).get("observedGeneration") != body.metadata.get("generation")
+    missing = sorted((had & INDEXED_KINDS) - present) if had is not None else []
+    if not stale and not missing:
+        return
+    logger.info(f"Resync: {'status behind the spec' if stale else 'missing ' + ', '.join(missing)}")
+    try:
+        await memo.reconciler.reconcile(copy.deepcopy(dict(body)), trigger="resync")
+    except (kopf.PermanentError, kopf.TemporaryError) as error:
+        logger.warning(f"Resync failed, next in {RESYNC_S:.0f} s: {error}")

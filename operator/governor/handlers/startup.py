@@ -45,6 +45,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.reconnect_backoff = 0.5
     # Errors inside Kopf's own event processing (e.g. its finalizer patch refused): Kopf's default
     # throttling, kept, but capped at 1 min instead of 10 so an object recovers soon after the API does.
+    # Kopf drops the event that failed so; the resync timer (handlers.children.resync) reconciles the object.
     settings.queueing.error_delays = (1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 60)
     # A handler that fails with an unexpected error (not kopf.TemporaryError) is retried in 10 s, not 60 s.
     settings.execution.default_backoff = 10.0
