@@ -80,8 +80,8 @@ def test_ours_scales_out_through_the_planner_when_the_queue_grows() -> None:
         30.0,
         1,
     )
-    cfg = LawConfig(slo_target_s=0.025, ceiling=256, gpu_type="h200")
-    policy = Ours(cfg, ReplicaBounds(min_replicas=1, max_replicas=4), Cooldowns(), ttft_s=2.5)
+    cfg = LawConfig(slo_target_s=0.025, ceiling=256, gpu_type="h200", ttft_bound_s=2.5)
+    policy = Ours(cfg, ReplicaBounds(min_replicas=1, max_replicas=4), Cooldowns())
     result = run(scn, policy, "law")
     assert policy.edges is not None and any(r.desired_replicas for r in policy.edges.reports)
     assert result.live.max() >= 2 and result.replica_changes >= 1

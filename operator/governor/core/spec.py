@@ -148,6 +148,9 @@ class SLO(_Model):
     quantile: float = Field(default=0.99, gt=0, lt=1)
     target_ms: float = Field(gt=0, le=3_600_000)
     """The latency the quantile must stay under, in milliseconds."""
+    ttft_ms: float | None = Field(default=None, gt=0, le=3_600_000)
+    """Optional TTFT bound (ms) a request must also meet to count as goodput. With a per-token kind, a TTFT
+    quantile above it while a queue waits behind a binding cap asks for a replica (the cap is not moved)."""
 
 
 class LongTailMode(_Model):

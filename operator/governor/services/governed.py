@@ -91,6 +91,7 @@ def law_config(spec: api.InferenceServiceSpec, resolved: api.Resolved) -> LawCon
     a = spec.adaptive
     return LawConfig(
         slo_target_s=slo.target_ms / 1000,
+        ttft_bound_s=None if slo.ttft_ms is None else slo.ttft_ms / 1000,
         latency_kind=slo.kind,
         quantile=slo.quantile,
         min_cap=resolved.min_cap,

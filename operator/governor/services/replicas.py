@@ -50,11 +50,20 @@ class ReplicaWriter:
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def request_scale(
-        self, namespace: str, name: str, direction: int | str, source: str, reason: str
+        self,
+        namespace: str,
+        name: str,
+        direction: int | str,
+        source: str,
+        reason: str,
+        *,
+        wanted: int | None = None,
+        load_after: float | None = None,
     ) -> Plan | None:
-        """Ask for one replica more (+1/"up") or fewer (-1/"down"). Returns the plan, or None when the
-        object is gone, invalid, or not autoscaled. Raises kube.KubeError only if writing the scale
-        subresource fails."""
+        """Ask for one replica more (+1/"up") or fewer (-1/"down"), or, with `wanted`, for that many in all
+        (governor.core.planner.backlog_replicas sizes it; `load_after` is the load share the replicas left
+        after a step in would carry). Returns the plan, or None when the object is gone, invalid, or not
+        autoscaled. Raises kube.KubeError only if writing the scale subresource fails."""
         step = _direction(direction)
         key = (namespace, name)
         async with self._locks[key]:
@@ -76,7 +85,14 @@ class ReplicaWriter:
             ready = (obj.get("status") or {}).get("readyReplicas")
             result = plan(
                 state,
-                ScaleRequest(direction=step, source=source, reason=reason, now_s=self.clock()),
+                ScaleRequest(
+                    direction=step,
+                    source=source,
+                    reason=reason,
+                    now_s=self.clock(),
+                    wanted=wanted,
+                    load_after=load_after,
+                ),
                 ReplicaBounds(min_replicas=scaling.min_replicas, max_replicas=scaling.max_replicas),
                 Cooldowns(up_s=scaling.scale_up_cooldown_seconds, down_s=scaling.scale_down_cooldown_seconds),
                 ready_replicas=int(ready) if ready is not None else None,

@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         "max-model-len, are left out and counted apart). Goodput = output tokens/s of those requests.",
         "Rows: each peer at vLLM's default cap 256 with its documented defaults, and at the best static cap "
         "with its default and two alternative values of its main knob; ours: the operator's control step "
-        "(law + planner) as shipped, and two variants of the fleet-aware hand-off (not yet the operator's).",
+        "(law with its TTFT hand-off + the sized planner) as shipped, with a 120 s scale-in cooldown, and "
+        "the ablation that asks the planner one step at a time.",
     ]
     path = report.write(runs, args.out, header)
     print(path)

@@ -20,7 +20,9 @@ BOUNDS = ReplicaBounds(min_replicas=1, max_replicas=12)
 
 
 def law_config(scn: FleetScenario) -> LawConfig:
-    return LawConfig(slo_target_s=scn.slo.target_s, ceiling=VLLM_DEFAULT_CAP, gpu_type="h200")
+    return LawConfig(
+        slo_target_s=scn.slo.target_s, ceiling=VLLM_DEFAULT_CAP, gpu_type="h200", ttft_bound_s=scn.slo.ttft_s
+    )
 
 
 def best_static_cap(scn: FleetScenario) -> int:
@@ -59,13 +61,7 @@ def entries(scn: FleetScenario) -> list[tuple[str, Factory]]:
             out.append((f"{best} (best static)", partial(make, best, k)))
     cfg = law_config(scn)
     out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns())))
-    out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(), knob="fleet-aware", ttft_s=slo.ttft_s)))
-    out.append(
-        (
-            "law",
-            lambda: Ours(
-                cfg, BOUNDS, Cooldowns(down_s=120.0), knob="fleet-aware, down 120 s", ttft_s=slo.ttft_s
-            ),
-        )
-    )
+    out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(down_s=120.0), knob="down 120 s")))
+    # The ablation: the same law, the planner asked one step at a time (the planner before issue 14).
+    out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(), knob="unsized steps", sized=False)))
     return out

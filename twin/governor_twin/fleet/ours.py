@@ -1,52 +1,48 @@
 """Our policy in the fleet: the operator's own control step (governor.services.control.control_step), law
-(governor.core.law.decide) and replica planner (governor.core.planner.plan), driven through an `Edges`
-whose methods read the fleet twin instead of Prometheus and the scale subresource.
+(governor.core.law.decide, with its TTFT hand-off) and replica planner (governor.core.planner.plan, sized
+by governor.core.planner.backlog_replicas), driven through an `Edges` whose methods read the fleet twin
+instead of Prometheus and the scale subresource. Nothing here decides: the Edges only measure.
 
-- observe: the pool's P99 of the governed latency over the law's window (sum by le over pods), and the
-  per-pod averages of running / waiting / KV use and the per-pod success rate, as governor.core.promql asks;
+- observe: the pool's P99 of the governed latency and of TTFT over the law's window (sum by le over pods),
+  and the per-pod averages of running / waiting / KV use and the per-pod success rate, as
+  governor.core.promql asks;
 - actuate: the law's cap on every engine (the cluster sets it on every pod; held = the lowest);
-- plan_replicas: the pure planner exactly as governor.services.replicas.ReplicaWriter calls it (ready
-  replicas passed, so a pending step blocks the next), then the fleet adds or drains replicas.
+- plan_replicas: the pure planner as governor.services.replicas.ReplicaWriter calls it (ready replicas
+  passed), plus what the planner's sized requests need from the metrics: one replica's completions per
+  second at its cap (the last rate seen while the cap bound), the arrivals (completions plus the queue's
+  growth over the window) and the queue, or, for a step in, the load share the rest would carry.
 Not wired: the Alertmanager path (governor.core.notifications over the rules of
 governor.observability.alerts): its scale-out/in alerts need PromQL over 5-minute windows that this twin
-does not evaluate; the planner's dedup makes the law's hand-off the first to act in any case.
+does not evaluate; its requests are unsized, so the planner's up-cooldown absorbs them after the law's step.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Literal
 
 from governor.core import promql
-from governor.core.law import Decision, LawConfig, LawState, Observation, decide, initial_state
-from governor.core.planner import Cooldowns, PlannerState, ReplicaBounds, ScaleRequest, plan
+from governor.core.law import Decision, LawConfig, LawState, decide, initial_state
+from governor.core.planner import (
+    Cooldowns,
+    PlannerState,
+    ReplicaBounds,
+    ScaleRequest,
+    StepLimits,
+    backlog_replicas,
+    plan,
+)
 from governor.core.reading import Reading
+from governor.core.signals import LatencyKind
 from governor.services.control import Applied, Observed, StepReport, control_step
 
 from governor_twin.fleet.fleet import Fleet
 from governor_twin.fleet.metrics import FleetMetrics
 
-
-def fleet_aware_decide(state: LawState, obs: Observation, cfg: LawConfig, *, ttft_s: float) -> Decision:
-    """NOT YET THE OPERATOR'S: the law plus one fleet rule the benchmark showed missing. With a per-token SLO
-    the law holds the cap while the TPOT P99 sits in its band, and asks for a replica only at the floor or
-    under pressure, so a queue that grows for minutes behind an in-band TPOT (TTFT blown) asks for nothing
-    (step3x: 10 000 waiting, no wish). Here the queue's expected wait (waiting per pod / completions per
-    pod) above half the TTFT bound, while the cap binds, asks for a replica; scale-in is left to the law's
-    idle rule. The proposal for governor.core.law: a TTFT bound in LawConfig and this rule in `_hand_off`."""
-    d = decide(state, obs, cfg)
-    if d.replica_wish or obs.waiting is None or obs.running is None or not obs.request_rate:
-        return d
-    binding = obs.running >= cfg.binding_fraction * d.cap
-    if binding and obs.waiting >= cfg.queue_min and obs.waiting / obs.request_rate > 0.5 * ttft_s:
-        return replace_wish(d)
-    return d
-
-
-def replace_wish(d: Decision) -> Decision:
-    return dataclasses.replace(d, replica_wish=1, detail=d.detail + "; queue wait above half the TTFT bound")
+DRAIN_S = 60.0  # a sized step drains the queue it finds within a minute of its replicas' start
+STARTUP_S = 95.0  # the measured 86-100 s from scheduling to ready
+RECENT_S = 10.0  # arrivals from the queue's growth over the last two scrapes: a step shows at once
 
 
 @dataclass
@@ -57,19 +53,29 @@ class FleetEdges:
     bounds: ReplicaBounds
     cooldowns: Cooldowns
     planner: PlannerState
+    limits: StepLimits = field(default_factory=StepLimits)
+    sized: bool = True
     now: float = 0.0
+    capacity_rps: float | None = None  # one replica's completions/s while its cap binds
     reports: list[StepReport] = field(default_factory=list)
 
     async def observe(self) -> Observed:
         m, cfg = self.metrics, self.cfg
         s = m.samples[-1]
         p = m.quantile(cfg.latency_kind, cfg.quantile, cfg.window_s)
+        latency = {promql.latency_signal(cfg.latency_kind, cfg.quantile): p}
+        if cfg.latency_kind is not LatencyKind.TTFT:
+            ttft = m.quantile(LatencyKind.TTFT, cfg.quantile, cfg.window_s)
+            latency[promql.latency_signal(LatencyKind.TTFT, cfg.quantile)] = ttft
+        rate = m.rate_per_pod(cfg.window_s)
+        if rate and s.running >= cfg.binding_fraction * self.fleet.cap:
+            self.capacity_rps = rate
         reading = Reading(
-            latency={promql.latency_signal(cfg.latency_kind, cfg.quantile): p},
+            latency=latency,
             running=s.running,
             waiting=s.waiting,
             kv_usage=s.kv,
-            request_rate=m.rate_per_pod(cfg.window_s),
+            request_rate=rate,
             cap=float(self.fleet.cap),
         )
         return Observed(reading=reading, available=True, fresh=True)
@@ -77,10 +83,36 @@ class FleetEdges:
     async def actuate(self, cap: int) -> Applied:
         return Applied(held_cap=self.fleet.set_cap(cap))
 
+    def _request(self, wish: Literal[-1, 1], decision: Decision, now_s: float) -> ScaleRequest:
+        m, window = self.metrics, self.cfg.window_s
+        s, base = m.samples[-1], m._base(RECENT_S)
+        completions = m.rate_total(window)
+        capacity = self.capacity_rps if self.sized else None
+        wanted = load_after = None
+        if capacity and completions is not None and base is not None:
+            queue, queue_before = s.waiting * s.ready, base.waiting * base.ready
+            if wish > 0:
+                arrivals = completions + max(queue - queue_before, 0.0) / (s.t - base.t)
+                wanted = backlog_replicas(s.ready, capacity, arrivals, queue, DRAIN_S, STARTUP_S)
+            elif s.live > 1:
+                demand = completions + queue / DRAIN_S
+                load_after = demand / ((s.live - 1) * capacity)
+                wanted = max(1, math.ceil(demand / (capacity * self.limits.down_load)))
+        return ScaleRequest(
+            direction=wish,
+            source="law",
+            reason=decision.reason,
+            now_s=now_s,
+            wanted=wanted,
+            load_after=load_after,
+        )
+
     async def plan_replicas(self, wish: Literal[-1, 1], decision: Decision, now_s: float) -> int | None:
-        request = ScaleRequest(direction=wish, source="law", reason=decision.reason, now_s=now_s)
+        request = self._request(wish, decision, now_s)
         ready = len(self.fleet.ready(now_s))
-        result = plan(self.planner, request, self.bounds, self.cooldowns, ready_replicas=ready)
+        result = plan(
+            self.planner, request, self.bounds, self.cooldowns, ready_replicas=ready, limits=self.limits
+        )
         self.planner = result.state
         if result.changed:
             self.fleet.scale_to(result.replicas, now_s)
@@ -101,14 +133,14 @@ class Ours:
         bounds: ReplicaBounds,
         cooldowns: Cooldowns,
         knob: str = "defaults",
-        ttft_s: float | None = None,
+        limits: StepLimits | None = None,
+        sized: bool = True,
     ) -> None:
-        self.law = decide if ttft_s is None else partial(fleet_aware_decide, ttft_s=ttft_s)
-        if ttft_s is not None:
-            self.name = "ours + fleet-aware hand-off"
         self.cfg = cfg
         self.bounds = bounds
         self.cooldowns = cooldowns
+        self.limits = limits or StepLimits()
+        self.sized = sized
         self.tick_s = cfg.tick_s
         self.knob = knob
         self.state: LawState = initial_state(cfg)
@@ -117,10 +149,12 @@ class Ours:
 
     def attach(self, fleet: Fleet, metrics: FleetMetrics) -> None:
         planner = PlannerState(replicas=len(fleet.live()))
-        self.edges = FleetEdges(fleet, metrics, self.cfg, self.bounds, self.cooldowns, planner)
+        self.edges = FleetEdges(
+            fleet, metrics, self.cfg, self.bounds, self.cooldowns, planner, self.limits, self.sized
+        )
 
     async def step(self, now: float) -> None:
         assert self.edges is not None, "attach() first"
         self.edges.now = now
-        report = await control_step(self.state, self.cfg, self.edges, now, law=self.law)
+        report = await control_step(self.state, self.cfg, self.edges, now, law=decide)
         self.state = report.decision.state

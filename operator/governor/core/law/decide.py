@@ -41,7 +41,17 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         comfortable_ticks=state.comfortable_ticks,
     )
     reason, move = first_rule(signals)
-    pressure_ticks, idle_ticks, wish = _hand_off(state, move, latency, running, waiting, rate, cfg)
+    ttft_pressing = derive.ttft_pressure(
+        known(obs.ttft_p99_s),
+        signals.binding,
+        signals.queued,
+        growth.overloaded,
+        headroom=latency.comfortable and move.cap < signals.upper,
+        cfg=cfg,
+    )
+    pressure_ticks, idle_ticks, wish = _hand_off(
+        state, move, latency, running, waiting, rate, cfg, ttft_pressing=ttft_pressing
+    )
     next_state = LawState(
         cap=move.cap,
         p99_smoothed=latency.smoothed,
@@ -83,10 +93,13 @@ def _hand_off(
     waiting: float | None,
     rate: float | None,
     cfg: LawConfig,
+    ttft_pressing: bool = False,
 ) -> tuple[int, int, Literal[-1, 0, 1]]:
     """Rule 10, anti-windup: pressure the cap cannot answer asks for a replica, a long idle gives one back.
+    Pressure is the rule table's (a violation at the lowest cap, a binding cap at the top) or a TTFT past
+    its bound behind a binding cap (derive.ttft_pressure); neither moves the cap here, only the wish.
     Returns the pressure and idle counts to keep, and the replica wish."""
-    pressure_ticks = state.pressure_ticks + 1 if move.pressure else 0
+    pressure_ticks = state.pressure_ticks + 1 if move.pressure or ttft_pressing else 0
     quiet = (
         waiting is not None
         and waiting < 1

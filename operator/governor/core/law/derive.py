@@ -200,3 +200,20 @@ def drain(state: LawState, now: float, smoothed: float | None, cfg: LawConfig) -
         and smoothed is not None
         and smoothed <= cfg.band_high * state.cut_p99,
     )
+
+
+def ttft_pressure(
+    ttft: float | None, binding: bool, queued: bool, overloaded: bool, headroom: bool, cfg: LawConfig
+) -> bool:
+    """Rule 10's TTFT half (issue 14): with a per-token SLO in its band, a queue behind a binding cap can
+    blow the TTFT bound for minutes and no cap move answers it (a raise would blow the per-token bound, a
+    cut would grow the queue): that is replica pressure. Not while the cap still has headroom the law is
+    raising into, and off without a TTFT bound."""
+    return (
+        cfg.ttft_bound_s is not None
+        and ttft is not None
+        and ttft > cfg.ttft_bound_s
+        and binding
+        and (queued or overloaded)
+        and not headroom
+    )
