@@ -305,11 +305,15 @@ async def _run(
     say(f"[N={n}] every child present {create_to_children:.1f}s after the first create")
     await _gather_bounded([_pod_at_twin(emulator, i, base_port + i) for i in range(n)])
     await asyncio.to_thread(prom.wait_for_targets, n, max(60.0, n * 0.1))
-    await eventually(
-        lambda: min(_ticks(emulator, n)) >= 2, timeout=max(120.0, n * 0.5), interval=1.0,
-        what="every object ticking",
-    )
-    say(f"[N={n}] every object ticking; measuring {seconds:.0f}s")
+    try:
+        await eventually(
+            lambda: min(_ticks(emulator, n)) >= 2, timeout=max(120.0, n * 0.5), interval=1.0,
+            what="every object ticking",
+        )
+        say(f"[N={n}] every object ticking; measuring {seconds:.0f}s")
+    except AssertionError:  # where the operator cannot keep up is a figure to report, not a crash
+        ticking = sum(t >= 2 for t in _ticks(emulator, n))
+        say(f"[N={n}] only {ticking} of {n} objects ticking after the wait; measuring {seconds:.0f}s anyway")
     figures = await _steady(emulator, tally, prom, proc, n, seconds)
     figures.create_to_children_s = create_to_children
     say(f"[N={n}] done")

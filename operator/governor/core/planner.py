@@ -117,6 +117,37 @@ def backlog_replicas(
     return max(1, math.ceil(demand / capacity_rps - 1e-9))
 
 
+# Sizing a request from the metrics (the operator's cluster edges and the fleet benchmark both use it).
+DRAIN_S = 60.0  # a sized step drains the queue it finds within a minute of its replicas' start
+STARTUP_S = 95.0  # the measured 86-100 s from scheduling to ready (H200, vLLM 0.26, dummy weights)
+
+
+def size_request(
+    direction: int,
+    *,
+    ready: int,
+    live: int,
+    capacity_rps: float | None,
+    completions_rps: float | None,
+    waiting: float,
+    growth_rps: float,
+    down_load: float,
+) -> tuple[int | None, float | None]:
+    """(wanted, load_after) for a ScaleRequest, from service totals: completions and the queue's growth (so
+    arrivals), the queue, and one replica's capacity at its cap (measured while the cap binds). (None, None)
+    when the capacity is not known yet: the request then steps by one, as an unsized one does."""
+    if not capacity_rps or completions_rps is None:
+        return None, None
+    if direction > 0:
+        arrivals = completions_rps + max(growth_rps, 0.0)
+        return backlog_replicas(ready, capacity_rps, arrivals, waiting, DRAIN_S, STARTUP_S), None
+    if live > 1:
+        demand = completions_rps + waiting / DRAIN_S
+        wanted = max(1, math.ceil(demand / (capacity_rps * down_load)))
+        return wanted, demand / ((live - 1) * capacity_rps)
+    return None, None
+
+
 def plan(
     state: PlannerState,
     request: ScaleRequest,

@@ -24,7 +24,8 @@ from governor.core import builders
 from governor.core import spec as api
 from governor.core import status as status_builders
 from governor.core.law import Decision, LawConfig, LawState, initial_state
-from governor.core.reading import Key
+from governor.core.planner import StepLimits, size_request
+from governor.core.reading import Key, Reading
 from governor.services.control import Applied, Observed, StepReport, control_step
 from governor.services.replicas import ReplicaWriter
 from governor.services.signal_hub import SignalHub
@@ -60,6 +61,7 @@ class OperatorContext:
     actuator: Actuator = field(default_factory=Actuator)
     replicas: ReplicaWriter = field(init=False)
     tokens: dict[Key, tuple[float, str | None]] = field(default_factory=dict)
+    capacity: dict[Key, float] = field(default_factory=dict)  # one pod's req/s at a binding cap
 
     def __post_init__(self) -> None:
         self.replicas = ReplicaWriter(self.kube)
@@ -76,6 +78,7 @@ class OperatorContext:
     def forget(self, key: Key) -> None:
         self.hub.forget(key)
         self.tokens.pop(key, None)
+        self.capacity.pop(key, None)
 
     async def aclose(self) -> None:
         try:
@@ -132,12 +135,17 @@ class ClusterEdges:
     pods: list[PodInfo]
     logger: kopf.Logger | logging.Logger
     targets: list[PodTarget] = field(default_factory=list)
+    reading: Reading | None = None
 
     async def observe(self) -> Observed:
         token = await self.ctx.token(self.key)
         self.targets = [t for t in (p.target(token) for p in self.pods) if t is not None]
         urls = tuple(t.base_url for t in self.targets)
         snapshot, reading = await self.ctx.hub.read(self.key, self.cfg, urls)
+        self.reading = reading
+        cap, running = reading.cap, reading.running
+        if reading.request_rate and running and cap and running >= self.cfg.binding_fraction * cap:
+            self.ctx.capacity[self.key] = reading.request_rate  # one pod's completions while its cap binds
         return Observed(reading, snapshot.available, self.key in snapshot.services, snapshot.error)
 
     async def actuate(self, cap: int) -> Applied:
@@ -155,7 +163,20 @@ class ClusterEdges:
     async def plan_replicas(self, wish: Literal[-1, 1], decision: Decision, now_s: float) -> int | None:
         try:
             namespace, name = self.key
-            step = await self.ctx.replicas.request_scale(namespace, name, wish, "law", decision.detail)
+            pods, r = len(self.targets), self.reading
+            wanted, load_after = size_request(  # readings are per pod: the planner sizes from totals
+                wish,
+                ready=pods,
+                live=pods,
+                capacity_rps=self.ctx.capacity.get(self.key),
+                completions_rps=None if r is None or r.request_rate is None else r.request_rate * pods,
+                waiting=0.0 if r is None else (r.waiting or 0.0) * pods,
+                growth_rps=0.0 if r is None else (r.queue_growth or 0.0) * pods,
+                down_load=StepLimits().down_load,
+            )
+            step = await self.ctx.replicas.request_scale(
+                namespace, name, wish, "law", decision.detail, wanted=wanted, load_after=load_after
+            )
         except kube.KubeError as exc:
             self.logger.warning(f"replica request not written: {exc}")
             return None

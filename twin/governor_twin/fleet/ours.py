@@ -18,7 +18,6 @@ does not evaluate; its requests are unsized, so the planner's up-cooldown absorb
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,8 +29,8 @@ from governor.core.planner import (
     ReplicaBounds,
     ScaleRequest,
     StepLimits,
-    backlog_replicas,
     plan,
+    size_request,
 )
 from governor.core.reading import Reading
 from governor.core.signals import LatencyKind
@@ -40,8 +39,6 @@ from governor.services.control import Applied, Observed, StepReport, control_ste
 from governor_twin.fleet.fleet import Fleet
 from governor_twin.fleet.metrics import FleetMetrics
 
-DRAIN_S = 60.0  # a sized step drains the queue it finds within a minute of its replicas' start
-STARTUP_S = 95.0  # the measured 86-100 s from scheduling to ready
 RECENT_S = 10.0  # arrivals from the queue's growth over the last two scrapes: a step shows at once
 
 
@@ -89,15 +86,18 @@ class FleetEdges:
         completions = m.rate_total(window)
         capacity = self.capacity_rps if self.sized else None
         wanted = load_after = None
-        if capacity and completions is not None and base is not None:
+        if base is not None:
             queue, queue_before = s.waiting * s.ready, base.waiting * base.ready
-            if wish > 0:
-                arrivals = completions + max(queue - queue_before, 0.0) / (s.t - base.t)
-                wanted = backlog_replicas(s.ready, capacity, arrivals, queue, DRAIN_S, STARTUP_S)
-            elif s.live > 1:
-                demand = completions + queue / DRAIN_S
-                load_after = demand / ((s.live - 1) * capacity)
-                wanted = max(1, math.ceil(demand / (capacity * self.limits.down_load)))
+            wanted, load_after = size_request(
+                wish,
+                ready=s.ready,
+                live=s.live,
+                capacity_rps=capacity,
+                completions_rps=completions,
+                waiting=queue,
+                growth_rps=(queue - queue_before) / (s.t - base.t),
+                down_load=self.limits.down_load,
+            )
         return ScaleRequest(
             direction=wish,
             source="law",
