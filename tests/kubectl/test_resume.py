@@ -6,11 +6,8 @@ the twin engine (``python -m governor_twin serve``), so its control loop runs an
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +25,7 @@ from tests.support.engine import free_port
 from tests.support.fixtures_kube import DEPLOYMENTS, ISVC, PDBS, SECRETS, SERVICES
 from tests.support.kube import Emulator, eventually
 from tests.support.kubectl import KUBECTL, Kubectl, write_kubeconfig
+from tests.support.operator_process import Operator
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 PODS = kmock.resource("", "v1", "pods")
@@ -81,43 +79,6 @@ async def emulator() -> AsyncIterator[Emulator]:
         emulator.resources.load_bundled()
         emulator.register_crd(crd.build_crd())
         yield emulator
-
-
-class Operator:
-    """``governor operator`` as its own process, which a test may SIGKILL."""
-
-    def __init__(self, server: str) -> None:
-        self.server = server
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "GOVERNOR_PROMETHEUS_URL"}  # scrape the pods
-        self.process = await asyncio.create_subprocess_exec(
-            str(BIN / "governor"),
-            "operator",
-            "--server",
-            self.server,
-            "--metrics-port",
-            "0",
-            "--liveness",
-            f"http://127.0.0.1:{free_port()}/healthz",
-            env=env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-
-    async def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        await self.process.wait()
-
-    async def stop(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            self.process.terminate()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.process.wait(), timeout=10)
-            if self.process.returncode is None:
-                await self.kill()
 
 
 def _live(emulator: Emulator, resource: kmock.resource, name: str) -> dict[str, Any] | None:

@@ -9,7 +9,6 @@ import asyncio
 import base64
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from tests.support.engine import free_port
 from tests.support.fixtures_kube import DEPLOYMENTS, ISVC, PDBS, SECRETS, SERVICES
 from tests.support.kube import eventually
 from tests.support.kube_faults import HARNESS_AGENT, FaultyEmulator
+from tests.support.operator_process import Operator
 
 PODS = kmock.resource("", "v1", "pods")
 NS, TOKEN = "faults", "twin-admin-token-for-tests"
@@ -73,41 +73,6 @@ async def faulty_emulator() -> AsyncIterator[FaultyEmulator]:
         emulator.resources.load_bundled()
         emulator.register_crd(crd.build_crd())
         yield emulator
-
-
-class Operator:
-    """``governor operator`` as its own process (the real command, as a Deployment runs it)."""
-
-    def __init__(self, server: str, log: Path, *extra: str) -> None:
-        self.server, self.log, self.extra = server, log, extra
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "GOVERNOR_PROMETHEUS_URL"}  # scrape the pods
-        with self.log.open("ab") as log:
-            self.process = await asyncio.create_subprocess_exec(
-                str(BIN / "governor"), "operator", "--server", self.server, "--metrics-port", "0",
-                "--liveness", f"http://127.0.0.1:{free_port()}/healthz", *self.extra,
-                env=env, stdout=log, stderr=subprocess.STDOUT,
-            )
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.returncode is None
-
-    async def kill(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        await self.process.wait()
-
-    async def stop(self) -> None:
-        if self.alive:
-            assert self.process is not None
-            self.process.terminate()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.process.wait(), timeout=10)
-            if self.alive:
-                await self.kill()
 
 
 def live(emulator: FaultyEmulator, resource: kmock.resource, name: str) -> dict[str, Any] | None:

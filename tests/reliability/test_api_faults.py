@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.reliability import harness
-from tests.reliability.harness import NS, Bounds, Operator, faulty_emulator, governed, watching
+from tests.reliability.harness import NS, Bounds, faulty_emulator, governed, watching
 from tests.support.kube import eventually
 from tests.support.kube_faults import ALL, WRITES, Fault, FaultyEmulator
+from tests.support.operator_process import Operator
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from tests.reliability import harness
-from tests.reliability.harness import Bounds, Operator, faulty_emulator, governed, watching
+from tests.reliability.harness import Bounds, faulty_emulator, governed, watching
 from tests.support.kube import eventually
 from tests.support.kube_faults import WRITES, FaultyEmulator, request_kind
+from tests.support.operator_process import Operator
 
 LIFETIME_S = 15  # settings.peering.lifetime in governor.handlers.startup.configure
 
@@ -57,6 +58,14 @@ def writes_by(emulator: FaultyEmulator, host: str, since: int = 0) -> list[str]:
     return found
 
 
+def _peers(emulator: FaultyEmulator) -> dict[str, Any]:
+    """The operators announced in the ClusterKopfPeering object (Kopf keeps one status key per peer)."""
+    for key, obj in emulator.objects.items():
+        if key[0].plural == "clusterkopfpeerings" and not obj.deleted:
+            return dict(obj.raw.get("status") or {})
+    return {}
+
+
 async def test_one_replica_acts_and_the_other_takes_over(twin: int, tmp_path: Path) -> None:
     async with faulty_emulator() as emulator:
         emulator.register_crd(peering_crd("ClusterKopfPeering", "clusterkopfpeerings", "Cluster"))
@@ -69,10 +78,13 @@ async def test_one_replica_acts_and_the_other_takes_over(twin: int, tmp_path: Pa
                          "--priority", "200")
         second = Operator(f"http://localhost:{port}", tmp_path / "second.log", "--peering", "governor",
                           "--priority", "100")
+        # One after the other, as a Deployment rolls replicas out: two operators started in the same instant
+        # both act until each has seen the other's peering record (Kopf's peering is not a lock).
         await first.start()
-        await second.start()
         try:
             await governed(emulator, "alpha", twin, first)
+            await second.start()
+            await eventually(lambda: len(_peers(emulator)) >= 2, timeout=30, what="both replicas peered")
             uids, mark = harness.uids(emulator, ("alpha",)), len(list(emulator))
             async with watching(Bounds(emulator, "alpha", twin)) as bounds:
                 ticks = harness.ticks(emulator, "alpha")
