@@ -61,7 +61,8 @@ def report(runs: list[Figures], seconds: float) -> str:
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()}: {psutil.cpu_count()} CPU cores"
         f" shared with other work (load average at the end: {load}). One run per N, {seconds:.0f} s of steady"
-        " state after every object had ticked twice. `python benchmarks/scale_bench.py` reproduces it.",
+        " state after every object had ticked twice (or after the wait, where not every object ticked: the"
+        " last column then says how many held the tick). `python benchmarks/scale_bench.py` reproduces it.",
         "",
         "Set-up: the API emulator (tests/support/kube.py) in the benchmark's process; the real"
         " `governor operator --server ...` process with GOVERNOR_PROMETHEUS_URL; one"
@@ -101,14 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     def say(message: str) -> None:
         print(f"{time.monotonic() - started:7.1f}s {message}", flush=True)
 
-    runs = []
+    runs: list[Figures] = []
+    args.report.parent.mkdir(parents=True, exist_ok=True)
     for n in ns:
         runs.append(asyncio.run(measure(n, seconds, say=say)))
         say(row(runs[-1]))  # each run's figures as soon as they are in
-    text = report(runs, seconds)
-    print(text)
-    args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(text)
+        args.report.write_text(report(runs, seconds))  # a sweep cut short still leaves what it measured
+    print(report(runs, seconds))
     print(f"wrote {args.report}")
     return 0
 
