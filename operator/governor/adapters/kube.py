@@ -342,13 +342,20 @@ class Kube:
 
     async def update_inferenceservice_status(
         self, namespace: str, name: str, change: Callable[[Manifest], Manifest | None], attempts: int = 5,
+        known: Mapping[str, Any] | None = None,
     ) -> Manifest | None:
         """Read-modify-write of ``status``: ``change(live_object)`` returns a partial status (merge-patched)
         or None for nothing to do. The live resourceVersion is a precondition; on 409 it re-reads and
-        retries. Returns the updated object, or None when the InferenceService is gone.
+        retries. `known`, an up-to-date copy (a Kopf daemon's body, which Kopf's watch keeps current),
+        replaces the first read: a tick then costs one request, not two, which matters at hundreds of
+        objects. Returns the updated object, or None when the InferenceService is gone.
         """
-        for _ in range(attempts):
-            live = await self.get_inferenceservice(namespace, name)
+        for attempt in range(attempts):
+            version = (known.get("metadata") or {}).get("resourceVersion") if known is not None else None
+            if attempt == 0 and known is not None and version:
+                live: Manifest | None = dict(known)
+            else:
+                live = await self.get_inferenceservice(namespace, name)
             if live is None:
                 return None
             status_patch = change(live)

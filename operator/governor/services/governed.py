@@ -230,5 +230,5 @@ async def govern(
             now=status_builders.now_iso(),
         )
 
-    await ctx.kube.update_inferenceservice_status(*key, change)
+    await ctx.kube.update_inferenceservice_status(*key, change, known=body)
     return decision.state
