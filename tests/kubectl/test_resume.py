@@ -7,8 +7,6 @@ the twin engine (``python -m governor_twin serve``), so its control loop runs an
 from __future__ import annotations
 
 import base64
-import os
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -21,11 +19,10 @@ import pytest_asyncio
 from governor import crd
 from governor.core import builders
 
-from tests.support.engine import free_port
 from tests.support.fixtures_kube import DEPLOYMENTS, ISVC, PDBS, SECRETS, SERVICES
 from tests.support.kube import Emulator, eventually
 from tests.support.kubectl import KUBECTL, Kubectl, write_kubeconfig
-from tests.support.operator_process import Operator
+from tests.support.operator_process import Operator, twin_engine
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 PODS = kmock.resource("", "v1", "pods")
@@ -49,28 +46,8 @@ spec:
 
 @pytest.fixture(scope="module")
 def twin() -> Iterator[int]:
-    port = free_port()
-    env = {**os.environ, "GOVERNOR_ADMIN_TOKEN": TOKEN}
-    process = subprocess.Popen(
-        [
-            BIN / "python",
-            "-m",
-            "governor_twin",
-            "serve",
-            "--port",
-            str(port),
-            "--initial-cap",
-            "16",
-            "--max-num-seqs",
-            "32",
-            "--served-model-name",
-            "tiny-llama",
-        ],
-        env=env,
-    )
-    yield port
-    process.terminate()
-    process.wait(timeout=10)
+    with twin_engine(TOKEN, initial_cap=16, ceiling=32) as port:
+        yield port
 
 
 @pytest_asyncio.fixture

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import os
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -23,7 +21,7 @@ from governor import crd
 from governor.core import builders
 from governor_runtime import contract
 
-from tests.support.engine import free_port
+from tests.support import operator_process
 from tests.support.fixtures_kube import DEPLOYMENTS, ISVC, PDBS, SECRETS, SERVICES
 from tests.support.kube import eventually
 from tests.support.kube_faults import HARNESS_AGENT, FaultyEmulator
@@ -53,18 +51,9 @@ def isvc(name: str, target_ms: int = 1000) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def twin_engine() -> Iterator[int]:
-    """The twin engine (``python -m governor_twin serve``) as the governed pod; yields its port."""
-    port = free_port()
-    process = subprocess.Popen(
-        [BIN / "python", "-m", "governor_twin", "serve", "--port", str(port), "--initial-cap",
-         str(INITIAL_CAP), "--max-num-seqs", str(CEILING), "--served-model-name", "tiny-llama"],
-        env={**os.environ, "GOVERNOR_ADMIN_TOKEN": TOKEN},
-    )
-    try:
+    """The twin engine as the governed pod, with this harness's token and bounds; yields its port."""
+    with operator_process.twin_engine(TOKEN, INITIAL_CAP, CEILING) as port:
         yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 @contextlib.asynccontextmanager

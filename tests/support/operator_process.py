@@ -1,5 +1,6 @@
-"""``governor operator`` as its own process (the real command, as a Deployment runs it), which a test may
-SIGKILL: shared by the restart, fault and scale tests."""
+"""The processes the end-to-end tests start: ``governor operator`` (the real command, as a Deployment runs
+it), which a test may SIGKILL, and a twin engine as the governed pod. Shared by the restart, fault and
+peering tests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from governor_dev.ports import free_port
@@ -50,3 +52,19 @@ class Operator:
                 await asyncio.wait_for(self.process.wait(), timeout=10)
             if self.alive:
                 await self.kill()
+
+
+@contextlib.contextmanager
+def twin_engine(token: str, initial_cap: int, ceiling: int) -> Iterator[int]:
+    """The twin engine (``python -m governor_twin serve``) as the governed pod; yields its port."""
+    port = free_port()
+    process = subprocess.Popen(
+        [BIN / "python", "-m", "governor_twin", "serve", "--port", str(port), "--initial-cap",
+         str(initial_cap), "--max-num-seqs", str(ceiling), "--served-model-name", "tiny-llama"],
+        env={**os.environ, "GOVERNOR_ADMIN_TOKEN": token},
+    )
+    try:
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
