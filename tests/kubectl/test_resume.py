@@ -20,7 +20,7 @@ from governor import crd
 from governor.core import builders
 
 from tests.support.fixtures_kube import DEPLOYMENTS, ISVC, PDBS, SECRETS, SERVICES
-from tests.support.kube import Emulator, eventually
+from tests.support.kube import Emulator, eventually, live_object
 from tests.support.kubectl import KUBECTL, Kubectl, write_kubeconfig
 from tests.support.operator_process import Operator, twin_engine
 
@@ -59,11 +59,7 @@ async def emulator() -> AsyncIterator[Emulator]:
 
 
 def _live(emulator: Emulator, resource: kmock.resource, name: str) -> dict[str, Any] | None:
-    key = (resource, NS, name)
-    if key not in emulator.objects or emulator.objects[key].deleted:
-        return None
-    raw: dict[str, Any] = emulator.objects[key].raw
-    return raw
+    return live_object(emulator, resource, NS, name)
 
 
 def _reconciled(emulator: Emulator, name: str) -> bool:

@@ -23,7 +23,7 @@ from governor_runtime import contract
 
 from tests.support import operator_process
 from tests.support.fixtures_kube import DEPLOYMENTS, ISVC, PDBS, SECRETS, SERVICES
-from tests.support.kube import eventually
+from tests.support.kube import eventually, live_object
 from tests.support.kube_faults import HARNESS_AGENT, FaultyEmulator
 from tests.support.operator_process import Operator
 
@@ -65,11 +65,7 @@ async def faulty_emulator() -> AsyncIterator[FaultyEmulator]:
 
 
 def live(emulator: FaultyEmulator, resource: kmock.resource, name: str) -> dict[str, Any] | None:
-    key = (resource, NS, name)
-    if key not in emulator.objects or emulator.objects[key].deleted:
-        return None
-    raw: dict[str, Any] = emulator.objects[key].raw
-    return raw
+    return live_object(emulator, resource, NS, name)
 
 
 def status(emulator: FaultyEmulator, name: str) -> dict[str, Any]:

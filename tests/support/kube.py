@@ -354,3 +354,15 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}") from last
         await asyncio.sleep(interval)
+
+
+def live_object(
+    emulator: Emulator, resource: kmock.resource, namespace: str, name: str
+) -> dict[str, Any] | None:
+    """The stored object as the API would answer it now, or None when it is absent or deleted (kmock keeps
+    deleted objects in its store)."""
+    key = (resource, namespace, name)
+    if key not in emulator.objects or emulator.objects[key].deleted:  # kmock's ObjectsArray has no .get
+        return None
+    raw: dict[str, Any] = emulator.objects[key].raw
+    return raw

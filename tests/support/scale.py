@@ -36,7 +36,7 @@ from governor.observability.queries import ISVC_LABEL, NAMESPACE_LABEL
 
 from tests.support.engine import free_port
 from tests.support.fixtures_kube import DEPLOYMENTS, ISVC, PDBS, SECRETS, SERVICES
-from tests.support.kube import Emulator, eventually
+from tests.support.kube import Emulator, eventually, live_object
 from tests.support.prometheus import PrometheusServer, running_prometheus
 
 NS, TOKEN, TICK_S = "scale", "twin-admin-token-for-scale", 5.0
@@ -176,14 +176,7 @@ class OperatorProcess:
 
 
 def _live(emulator: Emulator, resource: kmock.resource, name: str) -> dict[str, Any] | None:
-    key = (resource, NS, name)
-    if key not in emulator.objects:  # kmock's ObjectsArray has no .get
-        return None
-    obj = emulator.objects[key]
-    if obj.deleted:
-        return None
-    raw: dict[str, Any] = obj.raw
-    return raw
+    return live_object(emulator, resource, NS, name)
 
 
 def _ticks(emulator: Emulator, n: int) -> list[int]:
