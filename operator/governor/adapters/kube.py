@@ -42,9 +42,9 @@ Verb = Literal["get", "list", "watch", "create", "patch", "delete"]
 # resource it serves (inferenceservices and the watched children), patch on inferenceservices (finalizers,
 # annotations), create on events, and get on customresourcedefinitions for discovery.
 PERMISSIONS: dict[tuple[str, str], frozenset[Verb]] = {
-    (api.GROUP, api.PLURAL): frozenset({"get"}),
+    # patch: the replica planner, the only replicas writer (spec.replicas with its state's annotation)
+    (api.GROUP, api.PLURAL): frozenset({"get", "patch"}),
     (api.GROUP, f"{api.PLURAL}/status"): frozenset({"patch"}),
-    (api.GROUP, f"{api.PLURAL}/scale"): frozenset({"patch"}),  # the replica planner, the only replicas writer
     ("apps", "deployments"): frozenset({"get", "create", "patch"}),
     ("", "services"): frozenset({"get", "create", "patch"}),
     ("", "secrets"): frozenset({"get", "create", "patch"}),

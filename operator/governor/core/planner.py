@@ -1,7 +1,7 @@
 """The replica planner: the one place that decides replicas. Pure: (state, request, bounds) -> plan.
 
 Inputs are requests from the law's anti-windup hand-off and from Alertmanager; the writer
-(governor.services.replicas) applies the plan through the scale subresource. The rules (DESIGN.md,
+(governor.services.replicas) writes the plan's replicas together with its state. The rules (DESIGN.md,
 "Who owns replicas"; issue 14 made them fleet-aware):
 - inside [min_replicas, max_replicas] (bounds that moved under the state clip it);
 - an unsized request is one step; a sized one (`wanted`, the replicas the backlog needs, see
@@ -60,7 +60,7 @@ class StepLimits(BaseModel):
 
 
 class PlannerState(BaseModel):
-    """What the planner remembers; JSON-able so it can live in status."""
+    """What the planner remembers; JSON-able: the operator keeps it in an annotation (wall-clock times)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
