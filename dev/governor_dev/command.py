@@ -27,7 +27,7 @@ from pathlib import Path
 from governor.adapters.engine import Actuator, PodTarget
 from governor.adapters.scrape import DirectScraper
 from governor.commands.run import duration
-from governor.core.law import LawConfig
+from governor.core.law import DEFAULT_LAW, LAW_NAMES, LAWS, LawConfig
 from governor.core.signals import LatencyKind
 from governor.services.standalone import Standalone
 from rich.console import Console
@@ -65,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="tiny-llama", help="served model name at --endpoint")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--plain", action="store_true", help="log lines instead of the live view")
+    parser.add_argument("--law", choices=LAW_NAMES, default=DEFAULT_LAW, help="the law of the governed pass")
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ async def _run_pass(
         actuator=actuator,
         scraper=DirectScraper(),
         static_cap=None if adaptive else plan.ceiling,  # static: the same step holds the ceiling and watches
+        law=LAWS[args.law],
     )
     result = PassResult("governed" if adaptive else "static", adaptive)
     load = asyncio.create_task(
@@ -218,6 +220,7 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
     plot(plan, passes, slo_s, args.out / "demo.png")
     summary = {
         "engine": "twin" if args.twin else "vllm-cpu",
+        "law": args.law,
         "slo_tpot_p99_s": slo_s,
         "ceiling": plan.ceiling,
         "scores": {

@@ -34,6 +34,7 @@ def duration(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from governor.core.law import DEFAULT_LAW, LAW_NAMES
     from governor.core.signals import LatencyKind
 
     parser.add_argument(
@@ -57,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="which latency the SLO is about (default: tpot, the per-token signal the cap governs)",
     )
     parser.add_argument("--quantile", type=float, default=0.99)
+    parser.add_argument(
+        "--law",
+        choices=LAW_NAMES,
+        default=DEFAULT_LAW,
+        help="rules: the rule table (default); levers: the computed law (governor.core.law.registry)",
+    )
     parser.add_argument("--prometheus", metavar="URL", help="read signals from this Prometheus (else scrape)")
     parser.add_argument("--group-label", default="job", help="Prometheus label that names the service")
     parser.add_argument("--group-value", help="its value for these endpoints (default: --name)")
@@ -82,7 +89,7 @@ async def _run(args: argparse.Namespace) -> int:
     from governor.adapters.engine import Actuator, PodTarget
     from governor.adapters.prometheus import PromReader
     from governor.core import promql
-    from governor.core.law import LawConfig
+    from governor.core.law import LAWS, LawConfig
     from governor.core.planner import ReplicaBounds
     from governor.core.signals import LatencyKind
     from governor.services.standalone import Standalone, discover_limits
@@ -125,6 +132,7 @@ async def _run(args: argparse.Namespace) -> int:
         grouping=promql.standalone(args.group_label),
         group_value=args.group_value or args.name,
         replica_bounds=ReplicaBounds(min_replicas=1, max_replicas=max(args.max_replicas or 4 * n, n)),
+        law=LAWS[args.law],
     )
     try:
         await governor.run(args.ticks or None)

@@ -33,6 +33,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from governor.core import profiles
+from governor.core.law.registry import DEFAULT_LAW, LawName
 from governor.core.signals import LatencyKind
 
 GROUP = "governor.vllm.ai"
@@ -188,6 +189,8 @@ class Adaptive(_Model):
     """After a decrease, wait this long before the next one (running requests drain first)."""
     long_tail: LongTailMode = LongTailMode()
     burst: BurstMode = BurstMode()
+    law: LawName = DEFAULT_LAW
+    """rules: the rule table; levers: the computed law, which learns what the cap does (README, "The law")."""
 
 
 class Autoscaling(_Model):

@@ -17,10 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from governor.core.law import Decision, LawConfig, LawState, Observation, decide
+from governor.core.law import Decision, Law, LawConfig, LawState, decide
 from governor.core.reading import Reading
-
-Law = Callable[[LawState, Observation, LawConfig], Decision]
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from governor.adapters.kube import Kube
 from governor.core import builders
 from governor.core import spec as api
 from governor.core import status as status_builders
-from governor.core.law import Decision, LawConfig, LawState, initial_state
+from governor.core.law import LAWS, Decision, LawConfig, LawState, initial_state
 from governor.core.planner import StepLimits, size_request
 from governor.core.reading import Key, Reading
 from governor.services.control import Applied, Observed, StepReport, control_step
@@ -201,7 +201,12 @@ async def govern(
     key = (body["metadata"].get("namespace") or "", body["metadata"]["name"])
     edges = ClusterEdges(ctx, key, cfg, pods, logger)
     report = await control_step(
-        state, cfg, edges, time.monotonic(), static_cap=None if resolved.adaptive else resolved.initial_cap
+        state,
+        cfg,
+        edges,
+        time.monotonic(),
+        law=LAWS[spec.adaptive.law],
+        static_cap=None if resolved.adaptive else resolved.initial_cap,
     )
     decision, observed = report.decision, report.observed
     if decision.cap != decision.previous_cap:

@@ -21,10 +21,10 @@ from governor.adapters.engine import Actuator, Limits, PodTarget
 from governor.adapters.prometheus import PromReader
 from governor.adapters.scrape import DirectScraper, resolution_warning
 from governor.core import promql
-from governor.core.law import Decision, LawConfig, LawState, initial_state
+from governor.core.law import Decision, Law, LawConfig, LawState, initial_state
 from governor.core.planner import Cooldowns, PlannerState, ReplicaBounds, ScaleRequest, plan
 from governor.core.reading import Reading
-from governor.services.control import Applied, Law, Observed, StepReport, control_step, on_grid
+from governor.services.control import Applied, Observed, StepReport, control_step, on_grid
 
 log = logging.getLogger("governor.services.standalone")
 NAMESPACE = "standalone"

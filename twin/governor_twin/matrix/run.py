@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from governor.core.law import Decision, LawConfig, LawState, Observation
+from governor.core.law import Law, LawConfig
 
 from governor_twin.matrix.goodput import CellScore, score
 from governor_twin.matrix.profiles import Targets
@@ -20,7 +20,6 @@ from governor_twin.sim import run
 
 CURRENT, NEW, ORACLE = "current law", "new law", "oracle (per phase)"
 DEFAULT_NEW_LAW = "governor.core.law:computed_decide"
-Law = Callable[[LawState, Observation, LawConfig], Decision]
 
 
 def static_caps(ceiling: int, limit: int | None = None) -> list[int]:

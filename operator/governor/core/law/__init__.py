@@ -73,11 +73,17 @@ from governor.core.law.computed import computed_decide
 from governor.core.law.decide import decide
 from governor.core.law.initial import initial_state
 from governor.core.law.model import Decision, LawConfig, LawState, Mode, Observation
+from governor.core.law.registry import DEFAULT_LAW, LAW_NAMES, LAWS, Law, LawName
 from governor.core.law.steps import clip, mode_cap, step_bound
 
 __all__ = [
+    "DEFAULT_LAW",
+    "LAWS",
+    "LAW_NAMES",
     "Decision",
+    "Law",
     "LawConfig",
+    "LawName",
     "LawState",
     "Mode",
     "Observation",

@@ -222,6 +222,11 @@ def _decision(
     wish: Literal[-1, 0, 1],
     update: dict[str, Any],
 ) -> Decision:
+    update = {**update, "cap": cap}  # the state holds the cap decided, never the table's overridden one
+    if base.cap < state.cap <= cap:  # the table's cut was vetoed: none of its cut memory applies
+        update.setdefault("cooldown_until_s", state.cooldown_until_s)
+        update.setdefault("cut_s", state.cut_s)
+        update.setdefault("cut_p99", state.cut_p99)
     return Decision(
         cap=cap,
         reason=reason,

@@ -1,0 +1,22 @@
+"""The laws a user can choose (spec.adaptive.law, `governor run --law`, `governor demo --law`), by name.
+
+- "rules": the rule table (governor.core.law.decide), the default: 14 rules, each with its measured reason.
+- "levers": the computed law (governor.core.law.computed): the same table decides whether to move; online
+  fits of what the cap does decide how far, veto a cut the cap cannot answer, and trade the per-token bound
+  for the queue when TTFT breaks (benchmarks/results/matrix/REPORT.md has both side by side).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Literal, get_args
+
+from governor.core.law.computed import computed_decide
+from governor.core.law.decide import decide
+from governor.core.law.model import Decision, LawConfig, LawState, Observation
+
+Law = Callable[[LawState, Observation, LawConfig], Decision]
+LawName = Literal["rules", "levers"]
+DEFAULT_LAW: LawName = "rules"
+LAWS: Mapping[LawName, Law] = {"rules": decide, "levers": computed_decide}
+LAW_NAMES: tuple[LawName, ...] = get_args(LawName)

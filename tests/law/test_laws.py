@@ -1,0 +1,75 @@
+"""Every law a user can choose (governor.core.law.LAWS) keeps the contract the control step relies on: the cap
+it answers is the cap its next state holds (status.law resumes from it), inside [min_cap, ceiling], whatever
+the readings (None, NaN, inf, zero traffic, huge queues)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from governor.core import spec as api
+from governor.core.law import LAW_NAMES, LAWS, LawConfig, LawName, LawState, Observation
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from tests.law.test_law_properties import configs
+
+TICK = 5.0
+value = st.none() | st.sampled_from([math.nan, math.inf]) | st.floats(0, 1e4)
+readings = st.lists(
+    st.tuples(
+        st.none() | st.floats(1e-4, 0.2),  # p99 (per-token seconds)
+        st.none() | st.floats(0, 512),  # running
+        value,  # waiting
+        st.none() | st.floats(0, 100),  # request rate
+        st.none() | st.floats(1e-4, 0.2),  # mean TPOT
+        st.none() | st.floats(0, 30),  # TTFT p99
+    ),
+    min_size=1,
+    max_size=80,
+)
+
+
+@pytest.mark.parametrize("name", LAW_NAMES)
+@settings(max_examples=150, deadline=None)
+@given(cfg=configs(), rows=readings, start=st.integers(1, 600), ttft_bound=st.none() | st.floats(0.1, 10))
+def test_the_cap_decided_is_the_cap_kept_and_inside_the_bounds(
+    name: LawName, cfg: LawConfig, rows: list[tuple[float | None, ...]], start: int, ttft_bound: float | None
+) -> None:
+    cfg = cfg.model_copy(update={"ttft_bound_s": ttft_bound})
+    state = LawState(cap=start)
+    for i, (p99, running, waiting, rate, tpot_mean, ttft) in enumerate(rows):
+        obs = Observation(
+            now_s=i * TICK,
+            p99_s=p99,
+            running=running,
+            waiting=waiting,
+            request_rate=rate,
+            tpot_mean_s=tpot_mean,
+            ttft_p99_s=ttft,
+        )
+        d = LAWS[name](state, obs, cfg)
+        assert d.state.cap == d.cap, f"{name}: decided {d.cap} ({d.reason}) but keeps {d.state.cap}"
+        assert cfg.min_cap <= d.cap <= cfg.ceiling, (name, d.reason, d.cap)
+        assert d.previous_cap == state.cap
+        state = d.state
+
+
+def test_a_vetoed_cut_leaves_no_cooldown_behind() -> None:
+    """The computed law holding the cap given to the queue overrides the table's cut: the state must not keep
+    that cut's cooldown (the next ticks would read "waiting for the last decrease to drain")."""
+    cfg = LawConfig(slo_target_s=0.025, ceiling=256, ttft_bound_s=2.5, tick_s=5.0, window_s=30.0)
+    state = LawState(cap=165, giving_up="per-token", p99_smoothed=0.030, cooldown_until_s=0.0, ticks=50)
+    obs = Observation(now_s=500.0, p99_s=0.030, running=163, waiting=60, request_rate=38.0, ttft_p99_s=2.0)
+    d = LAWS["levers"](state, obs, cfg)
+    assert d.cap == d.state.cap == 165, (d.reason, d.detail)
+    assert d.state.cooldown_until_s <= obs.now_s
+
+
+def test_the_spec_names_the_law_and_refuses_an_unknown_one() -> None:
+    spec = api.parse_spec({"model": "m", "slo": {"targetMs": 25}, "adaptive": {"law": "levers"}})
+    assert spec.adaptive.law == "levers" and LAWS[spec.adaptive.law] is LAWS["levers"]
+    assert api.parse_spec({"model": "m", "slo": {"targetMs": 25}}).adaptive.law == "rules"
+    with pytest.raises(ValidationError, match="'rules' or 'levers'"):
+        api.parse_spec({"model": "m", "slo": {"targetMs": 25}, "adaptive": {"law": "pid"}})
