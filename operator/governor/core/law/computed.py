@@ -49,13 +49,16 @@ def _recent(state: LawState, obs: Observation, cfg: LawConfig) -> tuple[float, .
 
 
 def _fits(state: LawState, obs: Observation, recent: tuple[float, ...]) -> tuple[LeverFit, LeverFit]:
-    """Fold this window into both lines (clipping and forgetting absorb the windows that straddle a move)."""
+    """Fold this window into both lines (clipping and forgetting absorb the windows that straddle a move).
+    The mean TPOT answers for the window's mean batch; the quantile for its largest: the slowest requests of
+    a window are the ones that ran at its biggest batch (regressed on the mean, a window that straddles a
+    raise overstates the slope, and the cap planned from it falls short: twin, 2x step, 84 instead of 128)."""
     quantile_fit, mean_fit = state.quantile_fit or LeverFit(), state.mean_fit or LeverFit()
     batch = sum(recent) / len(recent) if recent else 0.0
     if batch < 1 or known(obs.running) is None:
         return quantile_fit, mean_fit
     return (
-        quantile_fit.update((batch,), known(obs.p99_s)),
+        quantile_fit.update((max(recent),), known(obs.p99_s)),
         mean_fit.update((batch,), known(obs.tpot_mean_s)),
     )
 
@@ -117,7 +120,7 @@ def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decisi
     if plan.reason == "unconfident":
         return _with(base, base.state.model_copy(update=memory))
     if plan.cap is None:  # inert: the cap does not move the signal; cutting would only build a queue
-        return _inert(state, base, plan, memory, cfg)
+        return _inert(state, obs, base, plan, memory, cfg, upper)
     if plan.reason == "infeasible":
         return _infeasible(state, base, plan, memory, upper)
     return _computed(state, obs, base, plan, memory, cfg)
@@ -179,10 +182,23 @@ def _infeasible(
 
 
 def _inert(
-    state: LawState, base: Decision, plan: CapPlan, memory: dict[str, Any], cfg: LawConfig
+    state: LawState,
+    obs: Observation,
+    base: Decision,
+    plan: CapPlan,
+    memory: dict[str, Any],
+    cfg: LawConfig,
+    upper: int,
 ) -> Decision:
+    """The cap does not move the per-token signal: no cut (it would only build a queue). A miss is the
+    replicas' to answer, and while a queue waits behind the cap it goes back up towards the throughput it
+    gave away (the fits follow the batch up; a slope that appears ends the verdict)."""
     cap = max(state.cap, base.cap)  # a raise the table wants (throughput) is fine; a cut is not
     violating = (base.state.p99_smoothed or 0.0) > cfg.band_high * cfg.slo_target_s
+    running, waiting = known(obs.running), known(obs.waiting)
+    queued = waiting is not None and waiting >= max(cfg.queue_min, 1.0)
+    if violating and queued and running is not None and running >= cfg.queue_binding_fraction * state.cap:
+        cap = max(cap, min(upper, math.ceil(state.cap * MAX_RAISE)))
     pressure = state.pressure_ticks + 1 if violating else 0
     wish: Literal[-1, 0, 1] = 1 if pressure >= cfg.replica_after_ticks else base.replica_wish
     detail = f"the cap does not move the per-token latency ({plan.detail})"
@@ -203,8 +219,9 @@ def _computed(
     if base.reason == "slo-violation" and plan.cap < base.cap:
         # No deeper than the table's strongest cut: a line fitted on lagging windows can overstate the slope.
         cap = max(cfg.min_cap, plan.cap, math.floor(state.cap * cfg.strongest_decrease))
-    elif base.reason == "headroom" and plan.cap > base.cap:
-        cap = min(plan.cap, math.floor(state.cap * MAX_RAISE), mode_cap(base.mode, cfg))
+    elif base.reason == "headroom":
+        # Up to the model's cap in one move, and never past it: the table's raise reads a P99 that lags.
+        cap = max(state.cap, min(plan.cap, math.floor(state.cap * MAX_RAISE), mode_cap(base.mode, cfg)))
     if cap == base.cap:
         return _with(base, base.state.model_copy(update=memory))
     update = {**memory, "cap": cap}
