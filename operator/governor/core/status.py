@@ -17,7 +17,11 @@ from governor.core import spec as api
 from governor.core.law import Decision, LawConfig
 from governor.core.spec import _Model
 
-ConditionType = Literal["Ready", "Progressing", "Degraded", "Invalid", "MetricsAvailable", "SLOMet"]
+ConditionType = Literal[
+    "Ready", "Progressing", "Degraded", "Invalid", "MetricsAvailable", "SLOMet", "CapEffective"
+]
+# The levers law's verdicts on the cap itself (governor.core.law.computed), as CapEffective=False reasons.
+LEVER_VERDICTS = {"lever-inert": "NoEngineLever", "infeasible": "SLOInfeasible"}
 
 
 class Condition(_Model):
@@ -154,6 +158,11 @@ def loop_status(
         generation,
         now,
     )
+    verdict = LEVER_VERDICTS.get(decision.reason)
+    if verdict or any(c.get("type") == "CapEffective" for c in conditions):
+        # Set by the first verdict, then kept current: False while the cap cannot answer the SLO.
+        why, message = (verdict, decision.detail) if verdict else ("CapGoverns", "the cap moves the signal")
+        conditions = set_condition(conditions, "CapEffective", not verdict, why, message, generation, now)
     fields: dict[str, Any] = {
         "conditions": conditions,
         "cap": held_cap if held_cap is not None else status.get("cap"),
@@ -228,3 +237,16 @@ def invalid_status(live: Mapping[str, Any], message: str, generation: int | None
         list(status.get("conditions") or []), "Invalid", True, "InvalidSpec", message, generation, now
     )
     return _dump(InferenceServiceStatus(conditions=conditions, observed_generation=generation))
+
+
+def condition_flip(
+    before: Mapping[str, Any], after: Mapping[str, Any], type: str
+) -> dict[str, Any] | None:
+    """The condition `type` of `after` (a status or its patch) when its status differs from `before`'s."""
+    def find(status: Mapping[str, Any]) -> dict[str, Any] | None:
+        return next((c for c in status.get("conditions") or [] if c.get("type") == type), None)
+
+    new, old = find(after), find(before)
+    if new is None or (old is not None and old.get("status") == new.get("status")):
+        return None
+    return new

@@ -222,18 +222,28 @@ async def govern(
         "" if fresh else (observed.error or "no fresh series for this InferenceService"),
     )
 
+    written: list[dict[str, Any]] = []
+
     def change(live: Mapping[str, Any]) -> dict[str, Any]:
-        return status_builders.loop_status(
-            live,
-            decision=decision,
-            cfg=cfg,
-            ceiling=resolved.ceiling,
-            observed_p99_s=report.observed_p99,
-            metrics=metrics,
-            held_cap=report.applied.held_cap,
-            desired_replicas=report.desired_replicas,
-            now=status_builders.now_iso(),
-        )
+        written[:] = [
+            (live.get("status") or {}),
+            status_builders.loop_status(
+                live,
+                decision=decision,
+                cfg=cfg,
+                ceiling=resolved.ceiling,
+                observed_p99_s=report.observed_p99,
+                metrics=metrics,
+                held_cap=report.applied.held_cap,
+                desired_replicas=report.desired_replicas,
+                now=status_builders.now_iso(),
+            ),
+        ]
+        return written[1]
 
     await ctx.kube.update_inferenceservice_status(*key, change, known=body)
+    flip = status_builders.condition_flip(written[0], written[1], "CapEffective") if written else None
+    if flip is not None:  # the levers law's verdict on the cap changed: say it where users look
+        event = kopf.warn if flip["status"] == "False" else kopf.info
+        event(body, reason=flip["reason"], message=flip["message"])
     return decision.state

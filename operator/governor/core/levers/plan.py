@@ -161,11 +161,16 @@ def plan_cap(
 
     one = quantile_fit.predict(model.regressors(1))
     alone = one.mean
+    # A line flat across the batches seen is not the batch's doing (prefill stalls, a noisy neighbour): the
+    # cap is inert, and more replicas spread that load. Only a line that rises with the batch and still
+    # starts above the target is the hardware's floor.
+    flat = _flatness(quantile_fit, target_s, min_cap, ceiling, settings)
+    if flat is not None and flat.reason == "inert":
+        return flat
     # Infeasible only when even the lower confidence side is above the target: a verdict that gives up on
     # the SLO must not rest on a slope the data barely supports.
     if one.mean - settings.confidence_z * one.stderr > target_s:
         return _infeasible(model, alone, target_s, min_cap, ceiling)
-    flat = _flatness(quantile_fit, target_s, min_cap, ceiling, settings)
     if flat is not None:
         return flat
     per_token_cap = _largest(lambda c: model.upper(c) <= aim, min_cap, ceiling)
