@@ -1,18 +1,17 @@
-"""The computed law: the rule table's judgement, with the distance and the veto from what the cap is measured
-to do.
+"""The computed law ("levers"): the rule table's judgement, with the distance and the veto from what the cap
+is measured to do.
 
-In one paragraph: every tick the law adds (the window's mean running batch, the per-token P99) and (the same
-batch, the mean TPOT) to two online line fits that forget old regimes (governor.core.levers.fit; on the H200
-the TPOT P99 is one line in the running batch). The rule-table law still decides *whether* to move (its
+In one paragraph: every tick the law adds (the window's largest running batch, the per-token P99) and (its
+mean batch, the mean TPOT) to two online line fits that forget old regimes (governor.core.levers.fit; on the
+H200 the TPOT P99 is one line in the running batch). The rule table still decides *whether* to move (its
 smoothing, band, cooldowns, queue-growth guard and replica hand-off). Once the fits are confident they decide
 *how far* and *whether the lever works*: a cut for a miss goes in one move to the per-token cap (the largest
-cap whose predicted P99, on the upper confidence side, is under `plan_margin` × the target) instead of a
-chain of x0.8 steps, and a raise with headroom goes up to it. If the fits show the cap does not move the
-signal, the law stops cutting and asks for replicas; if one sequence alone is above the target (on the lower
-confidence side), no cap and no replica helps, and it keeps throughput and says the SLO is infeasible. The
-TTFT side is watched directly: while TTFT is past its bound and the queue waits at a binding cap, the
-per-token bound is given up step by step (a queue that grows fails every request) and a replica is asked
-for; no cut follows until that queue has drained.
+cap whose predicted P99, on the upper confidence side, is under `plan_margin` x the target) instead of a
+chain of x0.8 steps, and a raise goes up to it and never past it. If the cap does not move the signal (a line
+flat across the batches seen), the law stops cutting and asks for replicas; if the line rises with the batch
+and one sequence alone is above the target, no cap and no replica helps, and it keeps throughput and says the
+SLO is infeasible. When TTFT breaks behind a binding cap, the cap goes up to serve the queue, but only within
+the per-token bound: the per-token SLO first, the TTFT bound then given up to the replicas.
 """
 
 from __future__ import annotations
@@ -31,9 +30,6 @@ from governor.core.signals import LatencyKind
 # Largest raise one computed move makes: a cap far above every batch the fits have seen is extrapolation;
 # doubling per move still reaches any ceiling from 1 in 8 moves.
 MAX_RAISE = 2.0
-# Giving up the per-token bound for the queue: the cap rises by this factor per move (a bounded step, as
-# the per-token cost of each step is paid by every running request).
-QUEUE_STEP = 1.25
 # A cap given to the queue must serve this much more than arrive, or the queue never drains.
 RELIEF_HEADROOM = 1.1
 
@@ -96,33 +92,20 @@ def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decisi
     base = decide(state, obs, cfg)
     recent = _recent(state, obs, cfg)
     fits = _fits(state, obs, recent)
-    waiting = known(obs.waiting) or 0.0
-    memory: dict[str, Any] = {
-        "quantile_fit": fits[0],
-        "mean_fit": fits[1],
-        "running_recent": recent,
-        "giving_up": state.giving_up
-        if waiting >= 1
-        else None,  # the queue drained: back to the per-token cap
-    }
+    memory: dict[str, Any] = {"quantile_fit": fits[0], "mean_fit": fits[1], "running_recent": recent}
     if cfg.latency_kind is not LatencyKind.TPOT or known(obs.p99_s) is None:
         # TTFT and e2e SLOs are queue-driven (never cut for them); no data holds: the rule table answers.
         return _with(base, base.state.model_copy(update=memory))
     upper = mode_cap(base.mode, cfg)
-    if _starving(state, obs, base, cfg):
-        relief = _relief_cap(state, obs, fits[1], upper)
-        if relief is not None:
-            return _ttft_first(state, base, memory, cfg, relief)
     plan = _per_token_plan(state, cfg, fits, upper)
-    if memory["giving_up"] and base.cap < state.cap:  # no cut while the queue it paid for still waits
-        detail = "holding the cap given to the queue until it drains"
-        return _decision(state, base, state.cap, "draining", detail, base.replica_wish, memory)
     if plan.reason == "unconfident":
         return _with(base, base.state.model_copy(update=memory))
     if plan.cap is None:  # inert: the cap does not move the signal; cutting would only build a queue
         return _inert(state, obs, base, plan, memory, cfg, upper)
     if plan.reason == "infeasible":
         return _infeasible(state, base, plan, memory, upper)
+    if _starving(state, obs, base, cfg) and plan.cap > state.cap:
+        return _relief(state, obs, base, plan, memory, cfg, fits[1])
     return _computed(state, obs, base, plan, memory, cfg)
 
 
@@ -153,22 +136,28 @@ def _relief_cap(state: LawState, obs: Observation, mean_fit: LeverFit, upper: in
     return None
 
 
-def _ttft_first(
-    state: LawState, base: Decision, memory: dict[str, Any], cfg: LawConfig, relief: int
+def _relief(
+    state: LawState,
+    obs: Observation,
+    base: Decision,
+    plan: CapPlan,
+    memory: dict[str, Any],
+    cfg: LawConfig,
+    mean_fit: LeverFit,
 ) -> Decision:
-    """The queue pays for the per-token cap: give up the per-token bound one bounded step at a time (each
-    step costs every running request per-token time) and ask for replicas, which restore both."""
-    cap = max(state.cap, min(relief, math.ceil(state.cap * QUEUE_STEP)))
-    pressure = state.pressure_ticks + 1
-    wish: Literal[-1, 0, 1] = 0
-    if pressure >= cfg.replica_after_ticks:
-        wish, pressure = 1, 0
+    """TTFT is past its bound while the queue waits at a binding cap, and the model says the per-token bound
+    holds at a higher cap: go up, in one move, to the smallest cap that outruns the arrivals, never past the
+    per-token cap (the per-token bound first, as the user's objective asks). Past it the queue is the
+    replicas' to answer (the table's TTFT hand-off asks for them)."""
+    assert plan.cap is not None
+    relief = _relief_cap(state, obs, mean_fit, plan.cap)
+    cap = min(plan.cap, math.floor(state.cap * MAX_RAISE)) if relief is None else relief
+    cap = max(state.cap, cap)
     detail = (
-        "TTFT past its bound while the queue waits at a binding cap: giving up the per-token bound step by"
-        " step (a queue that grows fails every request); replicas needed"
+        f"TTFT past its bound behind a binding cap: raised within the per-token bound ({plan.detail})"
+        + ("" if relief is not None else "; no cap within it outruns the arrivals: replicas needed")
     )
-    update = {**memory, "cap": cap, "pressure_ticks": pressure, "giving_up": "per-token"}
-    return _decision(state, base, cap, "ttft-first", detail, wish, update)
+    return _decision(state, base, cap, "queue-relief", detail, base.replica_wish, memory)
 
 
 def _infeasible(

@@ -117,7 +117,6 @@ class LawState(BaseModel):
     mean_fit: LeverFit | None = None
     planned_s: float | None = None
     running_recent: tuple[float, ...] = ()  # the running batch of the ticks the quantile's window spans
-    giving_up: str | None = None  # "per-token": the computed law gave up the per-token bound for the queue
     trim: float = 1.0
 
 
