@@ -10,6 +10,7 @@ nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
 if [ -n "$OUT" ]; then
   tar -czf "$OUT/results.tgz" -C $G results 2>/dev/null
   cp $R/probe.json $R/serving.csv $R/loop_summary.csv $R/run.log "$OUT/" 2>/dev/null
+  for d in $R/slo*/; do [ -f $d/loop_summary.csv ] && cp $d/loop_summary.csv "$OUT/loop_summary_$(basename $d).csv"; done
   ls -la "$OUT"
 fi
 [ -f $R/DONE ] && echo RUN_DONE || echo RUN_STILL_GOING

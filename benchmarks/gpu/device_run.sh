@@ -1,6 +1,9 @@
 #!/bin/bash
 # GPU machine, started detached by device_step2.sh: one governed vLLM 0.26 server (ceiling 256), then
 # gpubench.py all (probe, serving points, loop). Results in /tmp/gb/results; DONE marks the end.
+# BENCH_SLOS="20 12": the loop part once per TPOT P99 SLO (ms) on the same server, each into results/slo<S>/
+# (gpubench --slo-ms S; the governor command's --slo-p99 becomes S ms). Unset: one run into results/, as before.
+# GOVERNOR_VARIANTS="levers=--law levers": policy governor-levers runs GOVERNOR_CMD plus those arguments.
 set -u
 G=${G:-/tmp/gb}; R=$G/results; B=$G/bin; M=${M:-/tmp/llama8b-dummy}; PORT=${PORT:-8000}
 # SERVER_ARGS: extra vLLM arguments (a CPU rehearsal passes --dtype float32 and a small memory fraction).
@@ -38,9 +41,21 @@ done
 log "server ready=$ready after $(python3 -c "import time; print(round(time.time()-$t0, 1))") s"
 if [ $ready = 1 ]; then
   grep -i -E "async|V2 Model Runner|governor|FLASH_ATTN|max_num_seqs" $R/server.log | cut -c1-300 | head -20
-  python3 $B/gpubench.py "${BENCH_PART:-all}" --out $R --token "$GOVERNOR_ADMIN_TOKEN" \
-    --url http://127.0.0.1:$PORT --governor-cmd "$GOVERNOR_CMD" $BENCH_ARGS
-  log "bench rc=$?"
+  if [ -n "${BENCH_SLOS:-}" ]; then
+    for S in $BENCH_SLOS; do
+      mkdir -p $R/slo$S
+      cmd=$(sed -E "s/--slo-p99 +[^ ]+//" <<< "$GOVERNOR_CMD")" --slo-p99 ${S}ms"
+      python3 $B/gpubench.py loop --out $R/slo$S --token "$GOVERNOR_ADMIN_TOKEN" \
+        --url http://127.0.0.1:$PORT --governor-cmd "$cmd" --governor-variants "${GOVERNOR_VARIANTS:-}" \
+        $BENCH_ARGS --slo-ms $S
+      log "bench slo=$S rc=$?"
+    done
+  else
+    python3 $B/gpubench.py "${BENCH_PART:-all}" --out $R --token "$GOVERNOR_ADMIN_TOKEN" \
+      --url http://127.0.0.1:$PORT --governor-cmd "$GOVERNOR_CMD" --governor-variants "${GOVERNOR_VARIANTS:-}" \
+      $BENCH_ARGS
+    log "bench rc=$?"
+  fi
   python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:$PORT/metrics').read().decode())" \
     > $R/metrics_end.txt 2>&1
 else

@@ -206,9 +206,20 @@ async def serving(server: Server, args: argparse.Namespace, out: Path) -> list[d
 # ---------------------------------------------------------------- loop
 
 
-def start_governor(args: argparse.Namespace, out: Path) -> subprocess.Popen[bytes]:
-    command = shlex.split(args.governor_cmd)
-    handle = (out / "governor.log").open("ab")
+def governor_command(args: argparse.Namespace, policy: str) -> str | None:
+    """'governor' runs --governor-cmd; 'governor-NAME' adds the arguments --governor-variants gives NAME."""
+    if not args.governor_cmd:
+        return None
+    if policy == "governor":
+        return str(args.governor_cmd)
+    variants = dict(v.split("=", 1) for v in args.governor_variants.split(";") if "=" in v)
+    extra = variants.get(policy.removeprefix("governor-"))
+    return None if extra is None else f"{args.governor_cmd} {extra}"
+
+
+def start_governor(command_line: str, policy: str, out: Path) -> subprocess.Popen[bytes]:
+    command = shlex.split(command_line)
+    handle = (out / f"{policy}.log").open("ab")  # governor.log for the default command, as before
     log("governor: " + " ".join(command))
     return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -234,12 +245,13 @@ async def loop(server: Server, args: argparse.Namespace, out: Path) -> list[dict
     ceiling = int((await server.limits())["ceiling"])
     for policy in args.policies.split(","):
         governor: subprocess.Popen[bytes] | None = None
-        if policy == "governor":
-            if not args.governor_cmd:
-                log("loop: no --governor-cmd, the governor policy is skipped")
+        if policy.startswith("governor"):
+            command = governor_command(args, policy)
+            if command is None:
+                log(f"loop: no governor command for {policy}, skipped")
                 continue
             await server.set_cap(args.governor_start_cap or ceiling)
-            governor = start_governor(args, out)
+            governor = start_governor(command, policy, out)
             await asyncio.sleep(args.governor_settle_s)
             if governor.poll() is not None:
                 log(f"loop: governor exited early rc={governor.returncode}; see governor.log")
@@ -265,9 +277,10 @@ async def loop(server: Server, args: argparse.Namespace, out: Path) -> list[dict
             f"goodput {total['goodput_rps']:.2f} req/s, "
             f"TPOT p99 {total['tpot_p99_ms']:.1f} ms, cap {total['cap_min']}..{total['cap_max']}"
         )
+        # After every policy, so that a run cut short keeps what it finished.
         write_csv(out / "loop_summary.csv", summary)
-    write_csv(out / "loop_requests.csv", requests)
-    write_csv(out / "loop_timeline.csv", timeline)
+        write_csv(out / "loop_requests.csv", requests)
+        write_csv(out / "loop_timeline.csv", timeline)
     await server.set_cap(ceiling)
     return summary
 
@@ -336,6 +349,11 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--policies", default="static256,static64,governor")
     p.add_argument("--slo-ms", type=float, default=20.0)
     p.add_argument("--governor-cmd", default="")
+    p.add_argument(
+        "--governor-variants",
+        default="",
+        help="NAME=ARGS;...: policy governor-NAME runs --governor-cmd plus ARGS (e.g. levers=--law levers)",
+    )
     p.add_argument("--governor-start-cap", type=int, default=0)
     p.add_argument("--governor-settle-s", type=float, default=3.0)
     p.add_argument("--loop-grace-s", type=float, default=30.0)

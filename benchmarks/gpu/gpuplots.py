@@ -85,7 +85,12 @@ def plot_loop(raw: Path, slo_ms: float, phases: list[tuple[float, float]], out: 
 
     timeline = read_csv(raw / "loop_timeline.csv")
     requests = read_csv(raw / "loop_requests.csv")
-    colors = {"static256": "tab:blue", "static64": "tab:orange", "governor": "tab:green"}
+    colors = {
+        "static256": "tab:blue",
+        "static64": "tab:orange",
+        "governor": "tab:green",
+        "governor-levers": "tab:red",
+    }
     fig, axes = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
     present = [policy for policy in colors if any(r["policy"] == policy for r in requests)]
     for policy, color in colors.items():

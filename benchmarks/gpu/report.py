@@ -141,7 +141,7 @@ def loop_table(
     governor_args: dict[str, Any],
     out: Path = OUT,
 ) -> list[Row]:
-    from governor.core.law import LawConfig
+    from governor.core.law import LAWS, LawConfig
     from governor.core.signals import LatencyKind
     from governor_twin.policies import LawPolicy, StaticPolicy
 
@@ -169,6 +169,8 @@ def loop_table(
         ("static64", StaticPolicy(64, tick_s=2.0, window_s=10.0)),
         ("governor", LawPolicy("governor", cfg)),
     ]
+    if any(r["policy"] == "governor-levers" for r in measured):  # the computed law, run beside the default
+        policies.append(("governor-levers", LawPolicy("governor-levers", cfg, law=LAWS["levers"])))
     for name, policy in policies:
         result = twin_replay(trace, names, policy, slo_ms / 1e3)
         start = 0.0
@@ -202,9 +204,9 @@ def loop_table(
                     "cap_max": int(caps.max()) if caps.size else math.nan,
                 }
             )
-        if name == "governor":
+        if name.startswith("governor"):
             write_csv(
-                out / "loop_twin_governor_ticks.csv",
+                out / f"loop_twin_{name.replace('-', '_')}_ticks.csv",
                 [
                     {"t": t, "cap": c, "p99_s": p, "running": r, "waiting": w, "reason": why}
                     for t, c, p, r, w, why in zip(
