@@ -16,6 +16,7 @@ import asyncio
 import logging
 import os
 import re
+import signal
 from pathlib import Path
 
 HELP = "govern plain vLLM endpoints (no Kubernetes): hold a latency SLO by moving their cap"
@@ -134,11 +135,33 @@ async def _run(args: argparse.Namespace) -> int:
         replica_bounds=ReplicaBounds(min_replicas=1, max_replicas=max(args.max_replicas or 4 * n, n)),
         law=LAWS[args.law],
     )
+    stopping = _stop_on_signals()
     try:
         await governor.run(args.ticks or None)
+    except asyncio.CancelledError:
+        if not stopping:
+            raise
+        logging.info("stopped by %s; the cap stays where it was last set", stopping[0])
     finally:
         await governor.aclose()
     return 0
+
+
+def _stop_on_signals() -> list[str]:
+    """SIGINT and SIGTERM stop the loop between requests and close its clients. Handled explicitly: a process
+    started in the background inherits SIGINT ignored (Python then raises no KeyboardInterrupt; an H200 run
+    saw `governor run` outlive its SIGINT), and SIGTERM is what systemd and Kubernetes send. Answers the list
+    that names the signal once one came."""
+    loop, task, seen = asyncio.get_running_loop(), asyncio.current_task(), []
+    assert task is not None
+
+    def stop(name: str) -> None:
+        seen.append(name)
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop, sig.name)
+    return seen
 
 
 def main(args: argparse.Namespace) -> int:
