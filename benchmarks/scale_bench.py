@@ -31,7 +31,7 @@ HEADER = (
     "| N | create → children (s) | Prometheus queries / tick | queries / tick / object"
     " | operator CPU / tick (s)"
     " | operator CPU share | operator RSS (MiB) | ticks / object (median, expected) | objects holding 5 s"
-    " | API calls / tick |"
+    " | API calls / tick | set-up settled (s) |"
 )
 
 
@@ -40,7 +40,8 @@ def row(f: Figures) -> str:
     return (
         f"| {f.n} | {f.create_to_children_s:.1f} | {f.queries_per_tick:.1f} | {f.queries_per_tick / f.n:.3f}"
         f" | {f.cpu_per_tick_s:.2f} | {100 * f.cpu_share:.0f} % | {f.rss_mib:.0f}"
-        f" | {median_ticks(f):.0f} of {f.ticks_expected:.1f} | {100 * f.holding:.0f} % | {calls:.0f} |"
+        f" | {median_ticks(f):.0f} of {f.ticks_expected:.1f} | {100 * f.holding:.0f} % | {calls:.0f}"
+        f" | {f.settle_s:.0f} |"
     )
 
 
@@ -54,6 +55,16 @@ def api_table(runs: list[Figures]) -> list[str]:
     return lines
 
 
+def cpu_table(runs: list[Figures]) -> list[str]:
+    names = list(dict.fromkeys(k for f in runs for k in f.cpu_by_process))
+    lines = ["| process | " + " | ".join(f"N={f.n}" for f in runs) + " |", "|---|" + "---|" * len(runs)]
+    for name in [*names, "all"]:
+        shares = [f.cpu_shares() for f in runs]
+        cells = [sum(x.values()) if name == "all" else x.get(name, 0.0) for x in shares]
+        lines.append(f"| {name} | " + " | ".join(f"{100 * c:.0f} %" for c in cells) + " |")
+    return lines
+
+
 def report(runs: list[Figures], seconds: float) -> str:
     load = ", ".join(f"{x:.1f}" for x in psutil.getloadavg())
     lines = [
@@ -61,8 +72,9 @@ def report(runs: list[Figures], seconds: float) -> str:
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()}: {psutil.cpu_count()} CPU cores"
         f" shared with other work (load average at the end: {load}). One run per N, {seconds:.0f} s of steady"
-        " state after every object had ticked twice (or after the wait, where not every object ticked: the"
-        " last column then says how many held the tick). `python benchmarks/scale_bench.py` reproduces it.",
+        " state after every object had ticked twice (or after the wait, where not every object ticked) and"
+        " the reconciles the set-up causes were done (a tick with no child read; last column: seconds from"
+        " every object ticking to that). `python benchmarks/scale_bench.py` reproduces it.",
         "",
         "Set-up: the API emulator (tests/support/kube.py) in the benchmark's process; the real"
         " `governor operator --server ...` process with GOVERNOR_PROMETHEUS_URL; one"
@@ -79,7 +91,15 @@ def report(runs: list[Figures], seconds: float) -> str:
         "Prometheus queries are counted by Prometheus itself (`prometheus_http_requests_total` for"
         " /api/v1/query, read on its /metrics). CPU and RSS are psutil's on the operator process. A tick is"
         " 5 s of wall time; an object holds the 5 s tick when its status.law.ticks advanced by >= 90 % of"
-        " the expected count. API calls per tick, by verb and resource, as the emulator received them:",
+        " the expected count.",
+        "",
+        "CPU over the steady window by process, as a share of one core (psutil; the machine has"
+        f" {psutil.cpu_count()} cores, shared with whatever else ran). The emulator's figure includes the"
+        " harness's own polling of status, which runs in the same process:",
+        "",
+        *cpu_table(runs),
+        "",
+        "API calls per tick, by verb and resource, as the emulator received them:",
         "",
         *api_table(runs),
         "",

@@ -104,7 +104,9 @@ class Emulator(ReadingEmulator):
                 object.__setattr__(request, "action", enums.action.UPDATE)  # kmock knows PATCH only
             if request.action == enums.action.FETCH and request.subresource == "scale":
                 return aiohttp.web.json_response(self._scale(request))
-            if request.action == enums.action.FETCH and request.resource and self._live(request) is None:
+            if request.action == enums.action.FETCH and request.resource and live_object(
+                self, request.resource, request.namespace, request.name or ""
+            ) is None:
                 raise not_found(request.resource, request.name)  # kmock would answer with its own wording
             if request.resource is None or request.action not in (
                 enums.action.CREATE,
@@ -357,7 +359,7 @@ async def eventually(
 
 
 def live_object(
-    emulator: Emulator, resource: kmock.resource, namespace: str, name: str
+    emulator: Emulator, resource: kmock.resource, namespace: str | None, name: str
 ) -> dict[str, Any] | None:
     """The stored object as the API would answer it now, or None when it is absent or deleted (kmock keeps
     deleted objects in its store)."""

@@ -25,12 +25,20 @@ from typing import Any
 import aiohttp.web
 import attrs
 import kmock
-from kmock._internal import aiobus, enums, k8s, references, rendering
+from kmock._internal import aiobus, enums, k8s, k8s_dicts, references, rendering
 
 from tests.support import kube_openapi, kube_tables
 from tests.support.kube_selectors import selected
 
 HISTORY_LIMIT = 20_000  # events kept per resource for watches that resume from a resourceVersion
+SERVED = {  # what kmock's own fallback reactions serve for each Kubernetes verb on a resource
+    enums.action.LIST: "_serve_list",
+    enums.action.WATCH: "_serve_watch",
+    enums.action.FETCH: "_serve_fetch",
+    enums.action.CREATE: "_serve_create",
+    enums.action.UPDATE: "_serve_update",
+    enums.action.DELETE: "_serve_delete",
+}
 
 
 @attrs.mutable(weakref_slot=True)
@@ -61,14 +69,37 @@ def not_found(resource: references.resource, name: str | None) -> k8s.Kubernetes
     )
 
 
+class DirectDispatch(kmock.RawHandler):
+    """kmock picks a request's answer by testing it against every reaction's filters in priority order, its
+    own fallbacks included (paths as regular expressions, rebuilt per request): over half of the emulator's
+    CPU at 300 objects (py-spy). While no test added a reaction of its own, a Kubernetes verb on a resource
+    goes straight to the method kmock's fallback for that verb serves, rendered the same way. Placed after
+    kmock's KubernetesEmulator in the MRO, so its bookkeeping of writes runs first, as before."""
+
+    __slots__ = ()
+    _builtin_reactions: int  # kmock's own reactions, counted once they are registered
+
+    async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        plural = request.resource.plural if request.resource is not None else None
+        serve = SERVED.get(request.action) if plural and request.action else None
+        if serve is None or len(self._payloads) != self._builtin_reactions:
+            return await super()._handle(request)
+        return await rendering.Response(payload=getattr(self, serve))(request)
+
+
 @attrs.define(kw_only=True)
-class ReadingEmulator(kmock.KubernetesEmulator):
+class ReadingEmulator(kmock.KubernetesEmulator, DirectDispatch):
     _buses: dict[references.resource, HistoryBus] = attrs.field(  # type: ignore[assignment]  # a subclass
         factory=lambda: collections.defaultdict(HistoryBus), init=False
     )
     _writes: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False)  # one write at a time, in order
     _latest: int = attrs.field(default=1000, init=False)  # the newest resourceVersion handed out
     _crds: dict[references.resource, dict[str, Any]] = attrs.field(factory=dict, init=False)
+    _builtin_reactions: int = attrs.field(default=-1, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self._builtin_reactions = len(self._payloads)
 
     def _next_version(self) -> str:
         self._latest += 1
@@ -187,14 +218,47 @@ class ReadingEmulator(kmock.KubernetesEmulator):
             "items": items,
         }
 
+    def _named(self, request: rendering.Request, name: str | None = None) -> k8s_dicts.Object | None:
+        """The object a request names, by its key (kmock scans every stored object for it: O(N) a request)."""
+        assert request.resource is not None
+        key = (request.resource, request.namespace, name or request.name or "")
+        return self.objects[key] if key in self.objects and not self.objects[key].empty else None
+
     async def _serve_fetch(self, request: rendering.Request) -> rendering.Payload:
         assert request.resource is not None
-        found = self._matching(attrs.evolve(request, params={}))
+        named = self._named(request) if request.name and request.namespace is not None else None
+        if named is not None and not named.deleted:
+            found = [copy.deepcopy(named.raw)]
+        else:
+            found = self._matching(attrs.evolve(request, params={}))
         if not found:
             raise not_found(request.resource, request.name)
         if kube_tables.wants_table(request.headers.get("Accept", "")):
             return self._table(request, found)
         return found[0]
+
+    # What a write answers, as kmock's own methods do (the object after the write, the last state before a
+    # deletion); the object is found by its key instead of kmock's scan of every object.
+
+    async def _serve_create(self, request: rendering.Request) -> rendering.Payload:
+        meta = (request.data or {}).get("metadata", {})
+        key = attrs.evolve(request, namespace=request.namespace or meta.get("namespace"))
+        async with self._lock:
+            obj = self._named(key, request.name or meta.get("name"))
+        assert obj is not None  # stored by kmock's KubernetesEmulator._handle before this runs
+        return obj.raw
+
+    async def _serve_update(self, request: rendering.Request) -> rendering.Payload:
+        async with self._lock:
+            obj = self._named(request)
+        assert obj is not None  # patched by kmock's KubernetesEmulator._handle before this runs
+        return obj.last.raw
+
+    async def _serve_delete(self, request: rendering.Request) -> rendering.Payload:
+        async with self._lock:
+            obj = self._named(request)
+        assert obj is not None  # deleted by kmock's KubernetesEmulator._handle before this runs
+        return obj.last.raw
 
     def _watched(self, request: rendering.Request, event: Mapping[str, Any]) -> bool:
         obj = event.get("object") or {}

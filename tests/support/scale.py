@@ -56,6 +56,8 @@ class Figures:
     cpu_s: float
     rss_mib: float
     api_calls: dict[str, int] = field(default_factory=dict)
+    cpu_by_process: dict[str, float] = field(default_factory=dict)  # CPU seconds in the steady window
+    settle_s: float = 0.0  # from every object ticking to the set-up's reconciles done (see _settle)
 
     @property
     def queries_per_tick(self) -> float:
@@ -73,6 +75,10 @@ class Figures:
     def holding(self) -> float:
         """Share of objects whose ticks advanced at >= 90 % of the 5 s grid's rate."""
         return sum(t >= 0.9 * self.ticks_expected for t in self.ticks_per_object) / self.n
+
+    def cpu_shares(self) -> dict[str, float]:
+        """Each process's CPU over the steady window, as a share of one core."""
+        return {k: v / self.seconds for k, v in self.cpu_by_process.items()}
 
     def api_per_tick(self) -> dict[str, float]:
         return {k: v / self.ticks_expected for k, v in sorted(self.api_calls.items())}
@@ -114,7 +120,7 @@ def free_port_range(n: int, start: int = 20000, stop: int = 60000) -> int:
 
 
 @contextlib.contextmanager
-def twin_process(n: int, base_port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def twin_process(n: int, base_port: int, log: Path) -> Iterator[psutil.Process]:
     env = {**os.environ, "GOVERNOR_ADMIN_TOKEN": TOKEN}
     args = ["--engines", str(n), "--port", str(base_port), "--initial-cap", "16", "--max-num-seqs", "32"]
     with log.open("wb") as out:
@@ -125,7 +131,7 @@ def twin_process(n: int, base_port: int, log: Path) -> Iterator[subprocess.Popen
             stderr=subprocess.STDOUT,
         )
     try:
-        yield process
+        yield psutil.Process(process.pid)
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -256,18 +262,21 @@ async def measure(
     with contextlib.ExitStack() as stack:
         root = workdir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="governor-scale-")))
         base_port = free_port_range(n)
-        stack.enter_context(twin_process(n, base_port, root / "twin.log"))
+        twin = stack.enter_context(twin_process(n, base_port, root / "twin.log"))
         (root / "prometheus").mkdir(exist_ok=True)
         prom = stack.enter_context(running_prometheus(root / "prometheus", interval=scrape_interval))
         prom.configure(scrape_jobs(n, base_port, scrape_interval))
+        assert prom.process is not None
+        others = {"twin": twin, "prometheus": psutil.Process(prom.process.pid)}
         async with _emulator() as emulator:
             url = str(emulator.url).rstrip("/")
             operator = OperatorProcess(url, prom.url, root / "operator.log")
             proc = operator.start()
+            processes = {"operator": proc, "emulator": psutil.Process(), **others}
             tally = Tally(emulator)
             draining = asyncio.create_task(tally.run())
             try:
-                return await _run(emulator, tally, prom, proc, n, seconds, base_port, say)
+                return await _run(emulator, tally, prom, processes, n, seconds, base_port, say)
             finally:
                 draining.cancel()
                 operator.stop()  # before the emulator goes, or its watches retry against a closed port
@@ -275,8 +284,8 @@ async def measure(
 
 
 async def _run(
-    emulator: Emulator, tally: Tally, prom: PrometheusServer, proc: psutil.Process, n: int, seconds: float,
-    base_port: int, say: Any,
+    emulator: Emulator, tally: Tally, prom: PrometheusServer, processes: dict[str, psutil.Process], n: int,
+    seconds: float, base_port: int, say: Any,
 ) -> Figures:
     await eventually(
         lambda: tally.counts["watch inferenceservices"] > 0,
@@ -307,18 +316,42 @@ async def _run(
     except AssertionError:  # where the operator cannot keep up is a figure to report, not a crash
         ticking = sum(t >= 2 for t in _ticks(emulator, n))
         say(f"[N={n}] only {ticking} of {n} objects ticking after the wait; measuring {seconds:.0f}s anyway")
-    figures = await _steady(emulator, tally, prom, proc, n, seconds)
-    figures.create_to_children_s = create_to_children
+    settle_s = await _settle(tally, timeout_s=max(120.0, n * 0.3))
+    say(f"[N={n}] set-up reconciles done {settle_s:.1f}s later; measuring {seconds:.0f}s")
+    figures = await _steady(emulator, tally, prom, processes, n, seconds)
+    figures.create_to_children_s, figures.settle_s = create_to_children, settle_s
     say(f"[N={n}] done")
     return figures
 
 
+async def _settle(tally: Tally, timeout_s: float) -> float:
+    """Seconds until a whole tick passes with no child read (every reconcile reads the Deployment), at most
+    `timeout_s`. The harness's token write (what a secret manager does) changes each object's Deployment
+    (its pod template carries the token's hash): one or two reconciles per object, which at 1,000 objects
+    were still running when the steady window opened, and counted as steady load."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        before = tally.counts["fetch deployments"]
+        await asyncio.sleep(TICK_S)
+        if tally.counts["fetch deployments"] == before:
+            break
+    return time.monotonic() - started
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    return float(sum(process.cpu_times()[:2]))
+
+
 async def _steady(
-    emulator: Emulator, tally: Tally, prom: PrometheusServer, proc: psutil.Process, n: int, seconds: float
+    emulator: Emulator, tally: Tally, prom: PrometheusServer, processes: dict[str, psutil.Process], n: int,
+    seconds: float,
 ) -> Figures:
+    """The steady window. CPU of every process of the set-up: the operator, the emulator (this process, with
+    the harness's own polling), the twin and Prometheus."""
+    proc = processes["operator"]
     tally.drain()
     ticks0, queries0, requests0 = _ticks(emulator, n), query_count(prom), collections.Counter(tally.counts)
-    cpu0 = sum(proc.cpu_times()[:2])
+    cpu0 = {name: _cpu_s(p) for name, p in processes.items()}
     rss: list[float] = []
     deadline = time.monotonic() + seconds
     t0 = time.monotonic()
@@ -326,7 +359,7 @@ async def _steady(
         rss.append(proc.memory_info().rss / 2**20)
         await asyncio.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
     elapsed = time.monotonic() - t0
-    cpu = sum(proc.cpu_times()[:2]) - cpu0
+    cpu = {name: _cpu_s(p) - cpu0[name] for name, p in processes.items()}
     ticks = [b - a for a, b in zip(ticks0, _ticks(emulator, n), strict=True)]
     queries = query_count(prom) - queries0
     tally.drain()
@@ -338,9 +371,10 @@ async def _steady(
         ticks_expected=elapsed / TICK_S,
         ticks_per_object=ticks,
         prom_queries=queries,
-        cpu_s=cpu,
+        cpu_s=cpu["operator"],
         rss_mib=max(rss) if rss else 0.0,
         api_calls=calls,
+        cpu_by_process=cpu,
     )
 
 

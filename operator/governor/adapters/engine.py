@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -81,6 +81,7 @@ class Actuator:
         self.verify_s = verify_s
         self._clock = clock
         self._applied: dict[str, tuple[int, float]] = {}  # identity -> (cap held, when confirmed)
+        self._groups: dict[Hashable, set[str]] = {}  # group -> identities of its pods at its last ensure
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -133,13 +134,26 @@ class Actuator:
         self._applied[pod.identity] = (limits.cap, now)
         return PodResult(pod=pod.name, ok=True, limits=limits, written=True)
 
-    async def ensure(self, pods: Sequence[PodTarget], cap: int, *, force: bool = False) -> list[PodResult]:
-        """Make every pod hold `cap`. Never raises; one result per pod, in order."""
+    async def ensure(
+        self, pods: Sequence[PodTarget], cap: int, *, force: bool = False, group: Hashable = None
+    ) -> list[PodResult]:
+        """Make every pod hold `cap`. Never raises; one result per pod, in order.
+
+        `pods` are all of `group`'s pods (the operator's one Actuator serves every InferenceService, each
+        its own group): a pod of the group missing from them has left and is forgotten, so a returning IP is
+        written again. Other groups' pods are kept: forgetting them re-wrote every pod on every tick.
+        """
         results = await asyncio.gather(*(self._ensure_one(p, cap, force) for p in pods))
         live = {p.identity for p in pods}
-        for gone in set(self._applied) - live:
-            del self._applied[gone]  # forget pods that left, so a returning IP is written again
+        for gone in self._groups.get(group, set()) - live:
+            self._applied.pop(gone, None)
+        self._groups[group] = live
         return list(results)
+
+    def forget(self, group: Hashable) -> None:
+        """A group that is no longer governed: its pods are written again should it come back."""
+        for gone in self._groups.pop(group, set()):
+            self._applied.pop(gone, None)
 
     def held(self, pods: Sequence[PodTarget]) -> int | None:
         """The cap every listed pod is known to hold (the lowest, if they differ); None if unknown."""

@@ -22,9 +22,11 @@ precondition); a create whose first answer was lost gets 409 on its retry, which
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
@@ -32,6 +34,7 @@ from typing import Any, Literal
 import httpx
 import tenacity
 
+from governor.adapters.kube_connection import MAX_IN_FLIGHT
 from governor.adapters.kube_connection import Connection as Connection  # re-exported: kube.Connection
 from governor.core import spec as api
 
@@ -179,6 +182,7 @@ class Kube:
         )
         self._client = connection.client() if connection is not None else None
         self._groups: dict[str, tuple[float, bool]] = {}
+        self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)  # see kube_connection.MAX_IN_FLIGHT
 
     @property
     def connected(self) -> bool:
@@ -233,13 +237,29 @@ class Kube:
         async for attempt in self._retrying.copy():  # a copy per call: the retry state is per request
             with attempt:
                 try:
-                    response = await client.request(method, path, **options)
+                    async with self._slot():
+                        response = await client.request(method, path, **options)
                 except httpx.TransportError as error:
                     raise Unreachable(error) from error
                 if response.status_code in RETRIED_STATUSES:
                     raise _error(response)
                 return response
         raise AssertionError("tenacity re-raises the last error")  # pragma: no cover
+
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """One of the MAX_IN_FLIGHT request slots. Waiting for one counts as waiting for a pooled connection
+        did before: past the connection's timeout it is an httpx.PoolTimeout (retried, then Unreachable)."""
+        timeout_s = self.connection.timeout_s if self.connection is not None else None
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._in_flight.acquire()
+        except TimeoutError:
+            raise httpx.PoolTimeout(f"no request slot free within {timeout_s} s") from None
+        try:
+            yield
+        finally:
+            self._in_flight.release()
 
     # --- reading -----------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ DEFAULT_TICK_S = 5.0
 
 
 @kopf.index("v1", "pods", labels={builders.LABEL_OWNER: kopf.PRESENT})
-def governed_pods(
+async def governed_pods(  # async: no thread hop per pod event (see handlers.children)
     namespace: str | None,
     name: str,
     uid: str | None,

@@ -17,19 +17,23 @@ from governor.services.governed import OperatorContext
 
 
 @kopf.on.event(api.GROUP, api.VERSION, api.PLURAL)
-def announce_alert_step(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def announce_alert_step(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Each step the receiver recorded in status becomes an Event on the object.
 
     The receiver serves HTTP outside any object's Kopf task, where Kopf cannot post Events; the object's own
     watch stream can. The first sight of an object (e.g. after an operator restart) only remembers its step.
+    Remembered per object: one value for all of them announced again on every event of another object. Async:
+    it runs on every event of every object (each status write), and Kopf runs a sync handler in a thread.
     """
     step = (body.get("status") or {}).get("alertmanager", {}).get("lastStep") or {}
     announced = step.get("time")
-    if "alert_step" not in memo:
-        memo["alert_step"] = announced
+    seen: dict[tuple[str, str], Any] = memo.setdefault("alert_steps", {})
+    key = (body.metadata.namespace or "", body.metadata.name or "")
+    if key not in seen:
+        seen[key] = announced
         return
-    if announced and memo["alert_step"] != announced:
-        memo["alert_step"] = announced
+    if announced and seen[key] != announced:
+        seen[key] = announced
         verb = "Out" if step.get("direction", 0) > 0 else "In"
         kopf.info(body, reason=f"AlertScale{verb}", message=str(step.get("message", "")))
 

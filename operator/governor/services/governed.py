@@ -77,6 +77,7 @@ class OperatorContext:
 
     def forget(self, key: Key) -> None:
         self.hub.forget(key)
+        self.actuator.forget(key)
         self.tokens.pop(key, None)
         self.capacity.pop(key, None)
 
@@ -149,11 +150,11 @@ class ClusterEdges:
         return Observed(reading, snapshot.available, self.key in snapshot.services, snapshot.error)
 
     async def actuate(self, cap: int) -> Applied:
-        results = await self.ctx.actuator.ensure(self.targets, cap)
+        results = await self.ctx.actuator.ensure(self.targets, cap, group=self.key)
         if any(r.error and "401" in r.error for r in results):  # the Secret was rotated: read it again
             token = await self.ctx.token(self.key, refresh=True)
             self.targets = [t for t in (p.target(token) for p in self.pods) if t is not None]
-            results = await self.ctx.actuator.ensure(self.targets, cap, force=True)
+            results = await self.ctx.actuator.ensure(self.targets, cap, force=True, group=self.key)
         errors = tuple(f"pod {r.pod}: cap {cap} not applied: {r.error}" for r in results if not r.ok)
         for error in errors:
             self.logger.warning(error)

@@ -32,7 +32,8 @@ class SignalHub:
         self.prometheus: PromReader | None = None
         self.scraper = DirectScraper()
         self._wanted: dict[Key, tuple[LatencyKind, float, float, tuple[str, ...]]] = {}
-        self._cache: dict[float, tuple[float, Snapshot]] = {}  # window -> (when, snapshot)
+        # window -> (when, snapshot, the services it was asked for)
+        self._cache: dict[float, tuple[float, Snapshot, frozenset[Key]]] = {}
         self._lock = asyncio.Lock()
 
     def forget(self, key: Key) -> None:
@@ -43,8 +44,14 @@ class SignalHub:
         async with self._lock:
             now = time.monotonic()
             cached = self._cache.get(cfg.window_s)
-            if cached is None or now - cached[0] > cfg.tick_s / 2 or key not in cached[1].services:
-                cached = (now, await self._refresh(cfg.window_s, min(cfg.window_s, 2 * cfg.tick_s)))
+            # A service the last round was not asked for (a new object) gets a round at once. One it was asked
+            # for and that had no fresh series waits for the next round like the others: refreshing for each
+            # such service, one after the other under this lock, stalled every loop at 1,000 objects (while
+            # Prometheus had not scraped them all yet, or when its answers timed out).
+            if cached is None or now - cached[0] > cfg.tick_s / 2 or key not in cached[2]:
+                asked = frozenset(k for k, w in self._wanted.items() if w[2] == cfg.window_s)
+                snapshot = await self._refresh(cfg.window_s, min(cfg.window_s, 2 * cfg.tick_s))
+                cached = (now, snapshot, asked)
                 self._cache[cfg.window_s] = cached
         return cached[1], cached[1].get(key)
 
