@@ -140,8 +140,13 @@ async def _run_pass(
     )
     result = PassResult("governed" if adaptive else "static", adaptive)
     load = asyncio.create_task(
-        run_phases(
-            target.base_url, target.model, plan.phases, seed=args.seed, on_record=result.records.append
+        run_phases(  # the same arrivals and lengths in both passes, never the same prompts (prefix cache)
+            target.base_url,
+            target.model,
+            plan.phases,
+            seed=args.seed,
+            content_seed=args.seed + (2 if adaptive else 3),
+            on_record=result.records.append,
         )
     )
     t0 = time.monotonic()
@@ -199,7 +204,7 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
     )
     if args.slo is None:
         console.print(f"probing light-load latency for {plan.probe.duration_s:.0f} s to pick the SLO …")
-        probe = await run_phases(target.base_url, target.model, [plan.probe], seed=args.seed)
+        probe = await run_phases(target.base_url, target.model, [plan.probe], seed=args.seed, content_seed=-2)
         slo_s = auto_slo(probe.records)
     else:
         slo_s = args.slo
