@@ -45,7 +45,7 @@ def test_a_cap_that_does_not_move_the_signal_is_not_walked_down() -> None:
     first = reasons.index("lever-inert")
     after = decisions[first:]
     assert all(b.cap >= a.cap for a, b in itertools.pairwise(after)), [d.cap for d in after]
-    assert min(d.cap for d in decisions) > cfg.min_cap, [d.cap for d in decisions]  # never walked to the floor
+    assert min(d.cap for d in decisions) > cfg.min_cap, [d.cap for d in decisions]  # not walked to the floor
     inert = [d for d in after if d.reason == "lever-inert"]
     assert all("no engine lever reaches the SLO: replicas needed" in d.detail for d in inert)
     assert any(d.replica_wish == 1 for d in after)
