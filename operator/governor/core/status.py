@@ -198,13 +198,12 @@ def children_status(
     (None when nothing changed) and the Ready/Degraded flips, each (type, new status), for Events."""
     status = dict(live.get("status") or {})
     conditions = list(status.get("conditions") or [])
-    before = {c.get("type"): c.get("status") for c in conditions}
     for kind, ok, why, message in deployment_conditions(dict(deployment) if deployment else None,
                                                             isvc.replicas):
         conditions = set_condition(conditions, kind, ok, why, message, generation, now)
     conditions = set_condition(conditions, "Invalid", False, "SpecValid", "", generation, now)
-    flips = [(c["type"], c["status"]) for c in conditions
-             if c["type"] in ("Ready", "Degraded") and before.get(c["type"]) != c["status"]]
+    flips = [(c["type"], c["status"]) for kind in ("Ready", "Degraded")
+             if (c := condition_flip(status, {"conditions": conditions}, kind)) is not None]
     resolved = isvc.resolve()
     dstatus = (deployment or {}).get("status") or {}
     fields: dict[str, Any] = {

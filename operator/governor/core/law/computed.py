@@ -151,8 +151,7 @@ def _relief(
     replicas' to answer (the table's TTFT hand-off asks for them)."""
     assert plan.cap is not None
     relief = _relief_cap(state, obs, mean_fit, plan.cap)
-    cap = min(plan.cap, math.floor(state.cap * MAX_RAISE)) if relief is None else relief
-    cap = max(state.cap, cap)
+    cap = max(state.cap, min(plan.cap if relief is None else relief, math.floor(state.cap * MAX_RAISE)))
     detail = (
         f"TTFT past its bound behind a binding cap: raised within the per-token bound ({plan.detail})"
         + ("" if relief is not None else "; no cap within it outruns the arrivals: replicas needed")
