@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", default=None,
                         help="API server URL without credentials (development);"
                         " default: in-cluster or kubeconfig")
+    parser.add_argument("--status-refresh-ticks", type=int, default=None, metavar="N",
+                        help="refresh an InferenceService's status every N control ticks when nothing users"
+                        " act on changed (a changed cap, mode, condition or replica wish is written at once);"
+                        " default 6, 1: every tick")
     parser.add_argument("-v", "--verbose", action="store_true")
 
 
@@ -49,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
         prometheus_client.start_http_server(args.metrics_port)
     connection = kube.Connection(server=args.server) if args.server else None
     asyncio.run(kopf.operator(
-        memo=operator_memo(connection),
+        memo=operator_memo(connection, args.status_refresh_ticks),
         clusterwide=not args.namespace,
         namespaces=args.namespace,
         liveness_endpoint=args.liveness,

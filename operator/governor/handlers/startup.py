@@ -18,6 +18,7 @@ from governor.services.governed import OperatorContext
 from governor.services.reconcile import Reconciler
 
 EXPLICIT_CONNECTION = "kube_connection"  # memo key: a kube.Connection given before Kopf starts
+STATUS_REFRESH = "status_refresh_ticks"  # memo key: `governor operator --status-refresh-ticks`
 
 
 @kopf.on.startup()
@@ -58,6 +59,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 def create_context(memo: kopf.Memo, **_: Any) -> None:
     """The context, with an unconnected API client: Kopf runs the startup handlers before it logs in."""
     ctx = OperatorContext(kube=kube.Kube())
+    ctx.status_refresh_ticks = memo.get(STATUS_REFRESH, ctx.status_refresh_ticks)
     memo.governor = ctx
     memo.reconciler = Reconciler(ctx.kube)
 
@@ -97,12 +99,16 @@ def _text(path: Any) -> str | None:
     return None if path is None else str(path)
 
 
-def operator_memo(connection: kube.Connection | None = None) -> kopf.Memo:
+def operator_memo(
+    connection: kube.Connection | None = None, status_refresh_ticks: int | None = None
+) -> kopf.Memo:
     """The memo to start Kopf with (``kopf.operator(memo=...)``): an explicit connection, if any, for both
-    Kopf and the operator's API client."""
+    Kopf and the operator's API client, and the loop's status refresh (governor.core.status)."""
     memo = kopf.Memo()
     if connection is not None:
         memo[EXPLICIT_CONNECTION] = connection
+    if status_refresh_ticks is not None:
+        memo[STATUS_REFRESH] = max(1, status_refresh_ticks)
     return memo
 
 

@@ -77,7 +77,7 @@ def hold(state: LawState, cap: int) -> Decision:
         detail="adaptive control is off",
         mode="normal",
         replica_wish=0,
-        state=state.model_copy(update={"cap": cap}),
+        state=state.model_copy(update={"cap": cap, "ticks": state.ticks + 1}),
         previous_cap=state.cap,
     )
 

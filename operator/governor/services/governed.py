@@ -62,6 +62,7 @@ class OperatorContext:
     replicas: ReplicaWriter = field(init=False)
     tokens: dict[Key, tuple[float, str | None]] = field(default_factory=dict)
     capacity: dict[Key, float] = field(default_factory=dict)  # one pod's req/s at a binding cap
+    status_refresh_ticks: int = status_builders.STATUS_REFRESH_TICKS
 
     def __post_init__(self) -> None:
         self.replicas = ReplicaWriter(self.kube)
@@ -225,22 +226,24 @@ async def govern(
 
     written: list[dict[str, Any]] = []
 
-    def change(live: Mapping[str, Any]) -> dict[str, Any]:
-        written[:] = [
-            (live.get("status") or {}),
-            status_builders.loop_status(
-                live,
-                decision=decision,
-                cfg=cfg,
-                ceiling=resolved.ceiling,
-                observed_p99_s=report.observed_p99,
-                metrics=metrics,
-                held_cap=report.applied.held_cap,
-                desired_replicas=report.desired_replicas,
-                now=status_builders.now_iso(),
-            ),
-        ]
-        return written[1]
+    def change(live: Mapping[str, Any]) -> dict[str, Any] | None:
+        before = live.get("status") or {}
+        patch = status_builders.loop_status(
+            live,
+            decision=decision,
+            cfg=cfg,
+            ceiling=resolved.ceiling,
+            observed_p99_s=report.observed_p99,
+            metrics=metrics,
+            held_cap=report.applied.held_cap,
+            desired_replicas=report.desired_replicas,
+            now=status_builders.now_iso(),
+        )
+        if not status_builders.loop_write_due(before, patch, ctx.status_refresh_ticks):
+            written.clear()
+            return None
+        written[:] = [before, patch]
+        return patch
 
     await ctx.kube.update_inferenceservice_status(*key, change, known=body)
     flip = status_builders.condition_flip(written[0], written[1], "CapEffective") if written else None

@@ -1,0 +1,68 @@
+"""When the control loop writes status (governor.core.status.loop_write_due): at once when something users or
+automation act on changes (the cap, the mode, a condition's status, the replica wish), otherwise every
+STATUS_REFRESH_TICKS ticks. The law runs on its own readings; the test keeps a status store as the API
+would and counts the writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governor.core import status as status_builders
+from governor.core.law import LAWS, LawConfig, Observation, initial_state
+
+CFG = LawConfig(slo_target_s=0.020, ceiling=64, initial_cap=32, tick_s=5.0, window_s=15.0)
+REFRESH = status_builders.STATUS_REFRESH_TICKS
+
+
+def run(readings: list[Observation | None], refresh: int = REFRESH) -> tuple[list[int], dict[str, Any]]:
+    """The ticks (1-based) on which status was written, and the last status."""
+    live: dict[str, Any] = {"metadata": {"generation": 1}, "status": {}}
+    state, writes = initial_state(CFG), []
+    for i, obs in enumerate(readings, start=1):
+        seen = obs or Observation(now_s=i * CFG.tick_s)
+        decision = LAWS["rules"](state, seen, CFG)
+        state = decision.state
+        patch = status_builders.loop_status(
+            live, decision=decision, cfg=CFG, ceiling=64, observed_p99_s=seen.p99_s,
+            metrics=(obs is not None, "Fresh" if obs else "NoSeries", ""), held_cap=decision.cap,
+            desired_replicas=None, now=f"2026-12-01T00:00:{i:02d}Z",
+        )
+        if status_builders.loop_write_due(live["status"], patch, refresh):
+            live["status"] = {**live["status"], **patch}
+            writes.append(i)
+    return writes, live["status"]
+
+
+def steady(i: int, p99: float = 0.012) -> Observation:
+    return Observation(now_s=i * CFG.tick_s, p99_s=p99 * (1 + 0.01 * (i % 3)), running=20.0, waiting=0.0,
+                       request_rate=5.0)
+
+
+def test_a_quiet_object_is_refreshed_every_few_ticks_not_every_tick() -> None:
+    writes, status = run([steady(i) for i in range(1, 31)])
+    assert writes[0] == 1  # the first tick reports at once
+    gaps = {b - a for a, b in zip(writes, writes[1:])}
+    assert gaps == {REFRESH}, writes  # the P99 moved every tick; only the refresh wrote it
+    assert status["law"]["ticks"] == writes[-1]
+
+
+def test_a_cap_change_and_a_condition_flip_are_written_on_their_tick() -> None:
+    readings: list[Observation | None] = [steady(i) for i in range(1, 9)]
+    readings += [steady(i, p99=0.060) for i in range(9, 13)]  # 3x the target: the law cuts
+    readings += [None, None]  # the metrics go away: MetricsAvailable flips
+    writes, status = run(readings)
+    caps = []
+    state = initial_state(CFG)
+    for i, obs in enumerate(readings, start=1):
+        d = LAWS["rules"](state, obs or Observation(now_s=i * CFG.tick_s), CFG)
+        caps.append((i, d.cap != d.previous_cap))
+        state = d.state
+    changed = [i for i, moved in caps if moved]
+    assert changed and set(changed) <= set(writes), (changed, writes)
+    assert 13 in writes  # the tick the metrics went away
+    assert any(c["type"] == "MetricsAvailable" and c["status"] == "False" for c in status["conditions"])
+
+
+def test_refresh_one_writes_every_tick() -> None:
+    writes, _ = run([steady(i) for i in range(1, 11)], refresh=1)
+    assert writes == list(range(1, 11))
