@@ -9,7 +9,7 @@ tail -n 40 $R/run.log
 nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader
 if [ -n "$OUT" ]; then
   tar -czf "$OUT/results.tgz" -C $G results 2>/dev/null
-  cp $R/probe.json $R/serving.csv $R/loop_summary.csv $R/run.log "$OUT/" 2>/dev/null
+  cp $R/probe.json $R/serving.csv $R/loop_summary.csv $R/budget_summary.csv $R/run.log "$OUT/" 2>/dev/null
   for d in $R/slo*/; do [ -f $d/loop_summary.csv ] && cp $d/loop_summary.csv "$OUT/loop_summary_$(basename $d).csv"; done
   ls -la "$OUT"
 fi

@@ -16,7 +16,9 @@ Sub-commands (all write under --out):
            load (PUT latency), then no request may fail.
   serving  caps x rates, one Poisson point each, window [warmup, duration]; rows beside the calibration's.
   loop     a phased load (e.g. 8 -> 40 -> 8 req/s) under static caps and under ``governor run``.
+  budget   one cap; short chats plus a few long prompts, replayed at each token budget set live (gpubudget).
   all      probe, serving, loop in that order (what the GPU run does).
+A comma list (e.g. ``loop,budget``) runs those parts in that order on the same server.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from gpubudget import add_arguments, budget  # benchmarks/gpu is sys.path[0]
 from gpuload import Lengths, Sampler, Server, drive, make_trace  # benchmarks/gpu is sys.path[0]
 from gpustats import percentile, phase_rows, request_rows, window_summary, write_csv
 
@@ -300,7 +303,7 @@ async def main(args: argparse.Namespace, out: Path) -> None:
             warm = make_trace([(args.warm_s, 4.0)], 12345, lengths)
             await drive(server, warm, time.perf_counter(), grace_s=30)
             await server.wait_idle()
-        parts = ["probe", "serving", "loop"] if args.command == "all" else [args.command]
+        parts = ["probe", "serving", "loop"] if args.command == "all" else args.command.split(",")
         for part in parts:
             log(f"--- {part}")
             try:
@@ -308,6 +311,8 @@ async def main(args: argparse.Namespace, out: Path) -> None:
                     await probe(server, args, out)
                 elif part == "serving":
                     await serving(server, args, out)
+                elif part == "budget":
+                    await budget(server, args, out, log)
                 else:
                     await loop(server, args, out)
             except Exception as exc:  # record it and go on with the next part
@@ -320,7 +325,7 @@ async def main(args: argparse.Namespace, out: Path) -> None:
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["probe", "serving", "loop", "all"])
+    p.add_argument("command", help="probe, serving, loop, budget, all, or a comma list of parts")
     p.add_argument("--url", default="http://127.0.0.1:8000")
     p.add_argument("--model", default="llama8b")
     p.add_argument("--token", default="")
@@ -357,7 +362,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--governor-start-cap", type=int, default=0)
     p.add_argument("--governor-settle-s", type=float, default=3.0)
     p.add_argument("--loop-grace-s", type=float, default=30.0)
-    return p.parse_args(argv)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    unknown = set(args.command.split(",")) - {"probe", "serving", "loop", "budget", "all"}
+    if unknown:
+        p.error(f"unknown part(s): {', '.join(sorted(unknown))}")
+    return args
 
 
 if __name__ == "__main__":

@@ -23,8 +23,9 @@ GAUGES = {
     "vllm:kv_cache_usage_perc": "kv",
     "vllm:num_preemptions_total": "preemptions",
     "vllm_governor:max_num_active_seqs": "cap",
+    "vllm_governor:max_num_scheduled_tokens": "token_budget",
+    "vllm:prefix_cache_hits_total": "prefix_hits",
 }
-
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -54,6 +55,7 @@ class Request:
     completion_tokens: int | None = None
     t_end: float = math.nan
     error: str = ""
+    salt: int = 0  # another prompt content for the same index and length (a replay the prefix cache misses)
 
     @property
     def ok(self) -> bool:
@@ -142,7 +144,7 @@ class Server:
             return parse_metrics(await response.text())
 
     async def stream(self, request: Request, t0: float) -> None:
-        rng = random.Random(request.index * 1_000_003 + request.in_len)
+        rng = random.Random((request.index + 1_000_000 * request.salt) * 1_000_003 + request.in_len)
         prompt = [rng.randrange(self.lengths.id_low, self.lengths.id_high) for _ in range(request.in_len)]
         body = {
             "model": self.model,

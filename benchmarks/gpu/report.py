@@ -278,8 +278,8 @@ def loop_only(
         gzip.open(out / "raw" / "loop_requests.csv.gz", "wb") as target,
     ):
         shutil.copyfileobj(source, target)
-    for name in ("server.log", "governor.log", "run.log"):
-        shutil.copy(raw / name, out / "raw" / name)
+    for log in [raw / "server.log", raw / "run.log", *sorted(raw.glob("governor*.log"))]:
+        shutil.copy(log, out / "raw" / log.name)  # governor-NAME.log for a --governor-variants policy
     shutil.copy(raw / "loop_timeline.csv", out / "loop_timeline.csv")
     loop = loop_table(raw, slo_ms, phases, governor_args, out)
     write_csv(out / "loop_summary.csv", loop)
