@@ -136,11 +136,13 @@ class ClusterEdges:
     cfg: LawConfig
     pods: list[PodInfo]
     logger: kopf.Logger | logging.Logger
+    body: Mapping[str, Any] | None = None  # the daemon's copy of the object, kept current by Kopf's watch
+    token: str | None = None  # the admin token from the Secret index, when the caller has it
     targets: list[PodTarget] = field(default_factory=list)
     reading: Reading | None = None
 
     async def observe(self) -> Observed:
-        token = await self.ctx.token(self.key)
+        token = self.token or await self.ctx.token(self.key)
         self.targets = [t for t in (p.target(token) for p in self.pods) if t is not None]
         urls = tuple(t.base_url for t in self.targets)
         snapshot, reading = await self.ctx.hub.read(self.key, self.cfg, urls)
@@ -177,7 +179,8 @@ class ClusterEdges:
                 down_load=StepLimits().down_load,
             )
             step = await self.ctx.replicas.request_scale(
-                namespace, name, wish, "law", decision.detail, wanted=wanted, load_after=load_after
+                namespace, name, wish, "law", decision.detail, wanted=wanted, load_after=load_after,
+                known=self.body,
             )
         except kube.KubeError as exc:
             self.logger.warning(f"replica request not written: {exc}")
@@ -198,10 +201,12 @@ async def govern(
     state: LawState,
     pods: list[PodInfo],
     logger: kopf.Logger | logging.Logger,
+    token: str | None = None,
 ) -> LawState:
-    """One tick of one InferenceService: the control step, then status and an Event on a cap change."""
+    """One tick of one InferenceService: the control step, then status and an Event on a cap change.
+    `token`: the admin token when the caller holds it (the Secret index); otherwise read and cached."""
     key = (body["metadata"].get("namespace") or "", body["metadata"]["name"])
-    edges = ClusterEdges(ctx, key, cfg, pods, logger)
+    edges = ClusterEdges(ctx, key, cfg, pods, logger, body=body, token=token)
     report = await control_step(
         state,
         cfg,

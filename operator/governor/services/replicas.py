@@ -103,16 +103,23 @@ class ReplicaWriter:
         *,
         wanted: int | None = None,
         load_after: float | None = None,
+        known: Mapping[str, Any] | None = None,
     ) -> Plan | None:
         """Ask for one replica more (+1/"up") or fewer (-1/"down"), or, with `wanted`, for that many in all
         (governor.core.planner.backlog_replicas sizes it; `load_after` is the load share the replicas left
         after a step in would carry). Returns the plan, or None when the object is gone, invalid, or not
-        autoscaled. Raises kube.KubeError only if writing the replicas fails."""
+        autoscaled. Raises kube.KubeError only if writing the replicas fails. `known`, an up-to-date copy of
+        the object (a Kopf daemon's body), replaces the first read; the write's resourceVersion precondition
+        catches a stale one, and the retry reads the object."""
         step = _direction(direction)
         key = (namespace, name)
         async with self._locks[key]:
-            for _ in range(ATTEMPTS):
-                obj = await self.kube.get_inferenceservice(namespace, name)
+            for attempt in range(ATTEMPTS):
+                version = (known.get("metadata") or {}).get("resourceVersion") if known is not None else None
+                if attempt == 0 and known is not None and version:
+                    obj: Mapping[str, Any] | None = known
+                else:
+                    obj = await self.kube.get_inferenceservice(namespace, name)
                 if obj is None:
                     self._memory.pop(key, None)
                     return None
