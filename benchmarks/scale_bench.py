@@ -81,8 +81,9 @@ def report(runs: list[Figures], seconds: float) -> str:
         " `python -m governor_twin serve --engines N` process (one port per engine, one pod per"
         " InferenceService pointing at it); a real Prometheus scraping the N engines every 5 s"
         " (static config);"
-        " tickSeconds 5. Engines carry no traffic: the loop reads, decides (hold), actuates and writes"
-        " status.",
+        " tickSeconds 5. Engines carry no traffic: the loop reads, decides (hold) and actuates every tick,"
+        " and writes status when something in it changes and every 6 ticks otherwise (the default"
+        " `--status-refresh-ticks`).",
         "",
         HEADER,
         "|" + "---|" * HEADER.count(" | ") + "---|",
@@ -90,12 +91,12 @@ def report(runs: list[Figures], seconds: float) -> str:
         "",
         "Prometheus queries are counted by Prometheus itself (`prometheus_http_requests_total` for"
         " /api/v1/query, read on its /metrics). CPU and RSS are psutil's on the operator process. A tick is"
-        " 5 s of wall time; an object holds the 5 s tick when its status.law.ticks advanced by >= 90 % of"
-        " the expected count.",
+        " 5 s of wall time; an object holds the 5 s tick when its control ticks (one decision each, counted"
+        " by the operator's own governor_decisions_total) advanced by >= 90 % of the expected count.",
         "",
         "CPU over the steady window by process, as a share of one core (psutil; the machine has"
         f" {psutil.cpu_count()} cores, shared with whatever else ran). The emulator's figure includes the"
-        " harness's own polling of status, which runs in the same process:",
+        " harness's own polling, which runs in the same process:",
         "",
         *cpu_table(runs),
         "",
