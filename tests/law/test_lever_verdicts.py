@@ -91,3 +91,30 @@ def test_status_and_events_carry_the_verdict_and_its_end() -> None:
     back = step(live, other)
     flip = status_builders.condition_flip(verdict, back, "CapEffective")
     assert flip is not None and flip["status"] == "True" and flip["reason"] == "CapGoverns"
+
+
+def test_a_verdict_stands_while_the_fits_relearn() -> None:
+    """After "infeasible" the cap goes back up; the batch it reaches is a new regime and the fits are
+    unconfident for a while. The table would cut again (the P99 is far above the target): the verdict
+    stands, in the decision and in status (real CPU engine: tests/loop/test_levers_e2e.py)."""
+    cfg = LawConfig(slo_target_s=0.002, ceiling=64, ttft_bound_s=2.0, tick_s=TICK, window_s=15.0)
+    decisions = drive(cfg, lambda batch: 0.005 + 0.0002 * batch, ticks=120)
+    last = next(d for d in reversed(decisions) if d.reason == "infeasible")
+    relearning = last.state.model_copy(update={"quantile_fit": None, "mean_fit": None})
+    assert relearning.verdict == "infeasible"
+    cut = LAWS["rules"](relearning, Observation(now_s=1e4, p99_s=0.02, running=64.0, waiting=3.0), cfg)
+    assert cut.cap < relearning.cap  # what the table alone would do
+    d = LAWS["levers"](relearning, Observation(now_s=1e4, p99_s=0.02, running=64.0, waiting=3.0), cfg)
+    assert (d.cap, d.reason, d.replica_wish) == (relearning.cap, "infeasible", 0), d.detail
+
+    live = {"metadata": {"generation": 1}, "status": {"conditions": [
+        {"type": "CapEffective", "status": "False", "reason": "SLOInfeasible", "message": last.detail}]}}
+    quiet = Decision(cap=d.cap, reason="cooldown", detail="cooling down", mode="normal", replica_wish=0,
+                     state=d.state, previous_cap=d.cap)
+    after = status_builders.loop_status(
+        live, decision=quiet, cfg=cfg, ceiling=64, observed_p99_s=0.02, metrics=(True, "Fresh", ""),
+        held_cap=d.cap, desired_replicas=None, now="2026-12-01T00:00:00Z",
+    )
+    assert status_builders.condition_flip(live["status"], after, "CapEffective") is None  # no flap
+    kept = next(c for c in after["conditions"] if c["type"] == "CapEffective")
+    assert (kept["status"], kept["message"]) == ("False", last.detail)

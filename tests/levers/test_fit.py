@@ -205,3 +205,21 @@ def test_an_empty_fit_predicts_nothing() -> None:
     mean, stderr = fit.predict([10.0])
     assert math.isnan(mean) and math.isinf(stderr)
     assert fit.confidence().effective_samples == 0.0
+
+
+def test_support_is_where_the_line_was_measured() -> None:
+    """The largest batch taken in unclipped; a clipped sample does not extend it, its excess over the newest
+    batch fades at λ, a new regime starts it afresh, and a stored fit without it loads (support 0)."""
+    fit = feed(LeverFit(), [(b, 8.0 + 0.01 * (b % 3)) for b in [3.0, 21.0, 5.0, 9.0, 4.0] * 4])
+    assert 19.0 < fit.support < 21.0  # 21 seen three samples ago, its excess over 4 fading
+    flat = fit.support
+    clipped = fit.update([63.0], 15.0)  # far off the flat line: clipped, not evidence at 63
+    assert clipped.clipped == fit.clipped + 1 and clipped.support <= flat
+    for _ in range(60):
+        fit = fit.update([5.0], 8.0)
+    assert 5.0 < fit.support < 8.0  # (19.7 - 5) x 0.97^60 ≈ 2.4 over the batch
+    regime = feed(clipped, [(63.0, 15.0)] * 3)  # the fourth clip in a row: a new regime, kept whole
+    assert regime.run == 0 and regime.support == 63.0
+    legacy = json.loads(fit.model_dump_json())
+    del legacy["support"]
+    assert LeverFit.model_validate(legacy).support == 0.0

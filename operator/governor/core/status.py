@@ -158,10 +158,14 @@ def loop_status(
         generation,
         now,
     )
-    verdict = LEVER_VERDICTS.get(decision.reason)
-    if verdict or any(c.get("type") == "CapEffective" for c in conditions):
+    # The levers law's verdict: this tick's, or the one that stands (kept in its state between verdict ticks).
+    verdict = LEVER_VERDICTS.get(decision.reason) or LEVER_VERDICTS.get(decision.state.verdict or "")
+    current = next((c for c in conditions if c.get("type") == "CapEffective"), None)
+    if verdict or current is not None:
         # Set by the first verdict, then kept current: False while the cap cannot answer the SLO.
         why, message = (verdict, decision.detail) if verdict else ("CapGoverns", "the cap moves the signal")
+        if verdict and decision.reason not in LEVER_VERDICTS and current is not None:
+            message = str(current.get("message") or message)  # a standing verdict keeps its sentence
         conditions = set_condition(conditions, "CapEffective", not verdict, why, message, generation, now)
     fields: dict[str, Any] = {
         "conditions": conditions,

@@ -10,8 +10,16 @@ cap whose predicted P99, on the upper confidence side, is under `plan_margin` x 
 chain of x0.8 steps, and a raise goes up to it and never past it. If the cap does not move the signal (a line
 flat across the batches seen), the law stops cutting and asks for replicas; if the line rises with the batch
 and one sequence alone is above the target, no cap and no replica helps, and it keeps throughput and says the
-SLO is infeasible. When TTFT breaks behind a binding cap, the cap goes up to serve the queue, but only within
+SLO is infeasible; a verdict stands (no cut) while the fits re-learn, until a confident fit finds a cap that
+meets the target. When TTFT breaks behind a binding cap, the cap goes up to serve the queue, but only within
 the per-token bound: the per-token SLO first, the TTFT bound then given up to the replicas.
+
+Every raise stays within the evidence (a trust region): the model's raise goes at most to TRUST x the largest
+running batch the quantile line was measured at (LeverFit.support); past that the law takes the rule table's
+bounded exploratory step, and the fit learns the line as the batch grows. The line's confidence band cannot
+guard this: it measures the noise around a line assumed right, and a line fitted at small batches is not (on
+the H200 the P99 sat in one histogram bucket at batches 3..21, the fit called the line flat, and its doubling
+to 128 cost 98 SLO misses at 20 ms).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from typing import Any, Literal
 from governor.core.law.decide import decide
 from governor.core.law.derive import known
 from governor.core.law.model import Decision, LawConfig, LawState, Observation
-from governor.core.law.steps import mode_cap
+from governor.core.law.steps import mode_cap, raise_cap
 from governor.core.levers.fit import LeverFit
 from governor.core.levers.plan import CapPlan, PlanSettings, plan_cap
 from governor.core.signals import LatencyKind
@@ -32,6 +40,11 @@ from governor.core.signals import LatencyKind
 MAX_RAISE = 2.0
 # A cap given to the queue must serve this much more than arrive, or the queue never drains.
 RELIEF_HEADROOM = 1.1
+# How far past its support a fitted line is trusted. Measured on the H200 calibration (17 serving points): a
+# line fitted on the points up to a batch B under-predicts the TPOT P99 at 1.25 B by at most 10 % (what the
+# plan's margin absorbs) at 10 of 11 supports (-14 % at B = 127), but at 1.5 B by up to 16 % and at 2 B by up
+# to 24 % (B = 16, where the P99 is still flat). benchmarks/levers_trust.py prints the table.
+TRUST = 1.25
 
 
 def _recent(state: LawState, obs: Observation, cfg: LawConfig) -> tuple[float, ...]:
@@ -92,21 +105,57 @@ def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decisi
     base = decide(state, obs, cfg)
     recent = _recent(state, obs, cfg)
     fits = _fits(state, obs, recent)
-    memory: dict[str, Any] = {"quantile_fit": fits[0], "mean_fit": fits[1], "running_recent": recent}
+    memory: dict[str, Any] = {
+        "quantile_fit": fits[0], "mean_fit": fits[1], "running_recent": recent, "verdict": state.verdict,
+    }
     if cfg.latency_kind is not LatencyKind.TPOT or known(obs.p99_s) is None:
         # TTFT and e2e SLOs are queue-driven (never cut for them); no data holds: the rule table answers.
         return _with(base, base.state.model_copy(update=memory))
     upper = mode_cap(base.mode, cfg)
     plan = _per_token_plan(state, cfg, fits, upper)
+    if state.verdict is not None and plan.reason in ("unconfident", "at-min-cap") and base.cap < state.cap:
+        return _standing(state, base, memory)  # nothing yet shows a cap that meets the target
     if plan.reason == "unconfident":
         return _with(base, base.state.model_copy(update=memory))
     if plan.cap is None:  # inert: the cap does not move the signal; cutting would only build a queue
         return _inert(state, obs, base, plan, memory, cfg, upper)
     if plan.reason == "infeasible":
-        return _infeasible(state, base, plan, memory, upper)
+        return _infeasible(state, base, plan, memory, cfg, upper)
+    if plan.reason != "at-min-cap":  # a confident line with a cap that meets the target ends a verdict
+        memory["verdict"] = None
     if _starving(state, obs, base, cfg) and plan.cap > state.cap:
         return _relief(state, obs, base, plan, memory, cfg, fits[1])
     return _computed(state, obs, base, plan, memory, cfg)
+
+
+def _standing(state: LawState, base: Decision, memory: dict[str, Any]) -> Decision:
+    """The table would cut, and the last confident fit said the cap cannot reach the target; the fits are
+    re-learning, or they find no cap that meets it: the verdict stands (no cut) until a confident fit finds
+    one."""
+    infeasible = state.verdict == "infeasible"
+    detail = (
+        "SLO infeasible on this hardware (the last confident fit); replicas do not help" if infeasible
+        else "no engine lever reaches the SLO: replicas needed (the last confident fit)"
+    ) + "; no cut while the fits re-learn"
+    wish: Literal[-1, 0, 1] = 0 if infeasible else base.replica_wish
+    return _decision(state, base, state.cap, str(state.verdict), detail, wish, dict(memory))
+
+
+def _trusted(memory: dict[str, Any]) -> int:
+    """The largest cap the quantile line vouches for: TRUST x the largest batch it was measured at."""
+    fit: LeverFit = memory["quantile_fit"]
+    return math.floor(TRUST * fit.support)
+
+
+def _support(memory: dict[str, Any]) -> str:
+    fit: LeverFit = memory["quantile_fit"]
+    return f"batches up to {fit.support:.0f}, trusted to cap {_trusted(memory)}"
+
+
+def _reach(state: LawState, memory: dict[str, Any], cfg: LawConfig, upper: int) -> int:
+    """The highest cap a raise on the fit's word may take this tick: its trust region, or past it the rule
+    table's bounded exploratory step from the current cap."""
+    return max(_trusted(memory), raise_cap(state.cap, upper, cfg))
 
 
 def _relief_cap(state: LawState, obs: Observation, mean_fit: LeverFit, upper: int) -> int | None:
@@ -151,7 +200,10 @@ def _relief(
     replicas' to answer (the table's TTFT hand-off asks for them)."""
     assert plan.cap is not None
     relief = _relief_cap(state, obs, mean_fit, plan.cap)
-    cap = max(state.cap, min(plan.cap if relief is None else relief, math.floor(state.cap * MAX_RAISE)))
+    reach = _reach(state, memory, cfg, plan.cap)
+    cap = max(
+        state.cap, min(plan.cap if relief is None else relief, math.floor(state.cap * MAX_RAISE), reach)
+    )
     detail = (
         f"TTFT past its bound behind a binding cap: raised within the per-token bound ({plan.detail})"
         + ("" if relief is not None else "; no cap within it outruns the arrivals: replicas needed")
@@ -160,12 +212,12 @@ def _relief(
 
 
 def _infeasible(
-    state: LawState, base: Decision, plan: CapPlan, memory: dict[str, Any], upper: int
+    state: LawState, base: Decision, plan: CapPlan, memory: dict[str, Any], cfg: LawConfig, upper: int
 ) -> Decision:
     """No cap meets the target and no replica would: keep the throughput (back up towards the ceiling)."""
-    cap = max(base.cap, min(upper, math.ceil(state.cap * MAX_RAISE)))
+    cap = max(base.cap, min(upper, math.ceil(state.cap * MAX_RAISE), _reach(state, memory, cfg, upper)))
     detail = f"SLO infeasible on this hardware: {plan.detail}; replicas do not help"
-    update = {**memory, "cap": cap, "pressure_ticks": 0}
+    update = {**memory, "cap": cap, "pressure_ticks": 0, "verdict": "infeasible"}
     return _decision(state, base, cap, "infeasible", detail, 0, update)
 
 
@@ -186,13 +238,13 @@ def _inert(
     running, waiting = known(obs.running), known(obs.waiting)
     queued = waiting is not None and waiting >= max(cfg.queue_min, 1.0)
     if violating and queued and running is not None and running >= cfg.queue_binding_fraction * state.cap:
-        cap = max(cap, min(upper, math.ceil(state.cap * MAX_RAISE)))
+        cap = max(cap, min(upper, math.ceil(state.cap * MAX_RAISE), _reach(state, memory, cfg, upper)))
     pressure = state.pressure_ticks + 1 if violating else 0
     wish: Literal[-1, 0, 1] = 1 if pressure >= cfg.replica_after_ticks else base.replica_wish
     detail = f"the cap does not move the per-token latency ({plan.detail})"
     if violating:
         detail = f"no engine lever reaches the SLO: replicas needed; {detail}"
-    update = {**memory, "cap": cap, "pressure_ticks": 0 if wish == 1 else pressure}
+    update = {**memory, "cap": cap, "pressure_ticks": 0 if wish == 1 else pressure, "verdict": "lever-inert"}
     return _decision(state, base, cap, "lever-inert", detail, wish, update)
 
 
@@ -203,19 +255,25 @@ def _computed(
     (not a chain of x0.8), a raise with headroom goes up to it (at most doubling). Only where the table
     itself moves: its guards (cooldown, queue growth, binding, confirmation) still decide *whether*."""
     assert plan.cap is not None
-    cap = base.cap
+    cap, detail = base.cap, plan.detail
     if base.reason == "slo-violation" and plan.cap < base.cap:
         # No deeper than the table's strongest cut: a line fitted on lagging windows can overstate the slope.
         cap = max(cfg.min_cap, plan.cap, math.floor(state.cap * cfg.strongest_decrease))
     elif base.reason == "headroom":
-        # Up to the model's cap in one move, and never past it: the table's raise reads a P99 that lags.
-        cap = max(state.cap, min(plan.cap, math.floor(state.cap * MAX_RAISE), mode_cap(base.mode, cfg)))
+        # Up to the model's cap in one move, and never past it: the table's raise reads a P99 that lags. Past
+        # the fit's trust region only as far as the table's own step goes.
+        reach = max(_trusted(memory), base.cap)
+        cap = max(
+            state.cap, min(plan.cap, math.floor(state.cap * MAX_RAISE), mode_cap(base.mode, cfg), reach)
+        )
+        if reach < min(plan.cap, mode_cap(base.mode, cfg)) and cap == reach:
+            detail = f"{plan.detail}; raised within what the line was measured at ({_support(memory)})"
     if cap == base.cap:
         return _with(base, base.state.model_copy(update=memory))
     update = {**memory, "cap": cap}
     if cap < state.cap:
         update.update(cooldown_until_s=obs.now_s + cfg.cooldown_s, cut_s=obs.now_s)
-    return _decision(state, base, cap, f"model-{plan.reason}", plan.detail, base.replica_wish, update)
+    return _decision(state, base, cap, f"model-{plan.reason}", detail, base.replica_wish, update)
 
 
 def _decision(

@@ -118,6 +118,10 @@ class LawState(BaseModel):
     planned_s: float | None = None
     running_recent: tuple[float, ...] = ()  # the running batch of the ticks the quantile's window spans
     trim: float = 1.0
+    # Its standing verdict on the cap ("lever-inert", "infeasible"), kept while its fits re-learn (a raise
+    # back to the throughput is a new regime, and forgetting makes them unconfident for a while): without
+    # it the table's cuts resumed and walked the cap to the floor (real CPU engine, tests/loop).
+    verdict: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

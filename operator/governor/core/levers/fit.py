@@ -13,6 +13,11 @@ Robustness: a sample whose residual against the current line exceeds `clip_k` re
 the clip boundary before it enters (Huber); non-finite or missing values are skipped. A run of clipped
 residuals of one sign is a new regime, not a string of outliers: the old statistics are then discounted.
 
+Support: the largest running batch at which the line has actually been measured, for callers that must not
+trust it far beyond. A clipped sample does not extend it (its y was replaced by the line's own value, so it
+says nothing about the line there); the excess over the newest batch is forgotten at the samples' rate λ, and
+a new regime starts it afresh.
+
 Standard errors treat the weights as reliability weights: Var(θ) ≈ σ² (Σw²/Σw) (XᵀWX)⁻¹, with σ² from the
 weighted residual sum of squares over Σw - d·Σw²/Σw; the effective sample count is Kish's (Σw)² / Σw².
 """
@@ -88,6 +93,7 @@ class LeverFit(BaseModel):
     residual_weight: float = 0.0
     clipped: int = 0  # all time, for observability
     run: int = 0  # signed length of the current run of same-sign clipped residuals
+    support: float = 0.0  # largest running batch measured (unclipped), its excess forgotten at λ; 0: none yet
 
     @property
     def dims(self) -> int:
@@ -218,7 +224,7 @@ class LeverFit(BaseModel):
             return self
         xs, y_seen = point
         fit, y_used, residual = self._screen(xs, y_seen)
-        return fit._absorb(xs, y_used, residual)
+        return fit._absorb(xs, y_used, residual)._supported(xs[0], fit.support, y_used == y_seen)
 
     def _screen(self, xs: list[float], y: float) -> tuple[LeverFit, float, float | None]:
         """Clip y against the current line (Huber), or declare a new regime: (fit, y to use, residual)."""
@@ -233,9 +239,16 @@ class LeverFit(BaseModel):
         sign = 1 if residual > 0 else -1
         run = self.run + sign if self.run * sign > 0 else sign
         if abs(run) >= self.change_run:  # a new regime: forget the old one now, keep this sample whole
-            return self._discounted(self.change_discount).model_copy(update={"run": 0}), y, residual
+            fresh = self._discounted(self.change_discount).model_copy(update={"run": 0, "support": 0.0})
+            return fresh, y, residual
         clipped = predicted + sign * bound
         return self.model_copy(update={"run": run, "clipped": self.clipped + 1}), clipped, clipped - predicted
+
+    def _supported(self, running: float, prior: float, measured: bool) -> LeverFit:
+        """The support after a sample at `running`: the old excess forgotten at λ, extended by a measured
+        sample only."""
+        decayed = running + self.forgetting * (prior - running) if prior > running else prior
+        return self.model_copy(update={"support": max(decayed, running) if measured else decayed})
 
     def _discounted(self, factor: float) -> LeverFit:
         """Every past sample's weight multiplied by `factor` (means unchanged)."""
