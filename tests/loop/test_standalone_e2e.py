@@ -83,6 +83,15 @@ async def tpot_p99(engine: Engine, seconds: float, limit_s: float = 40.0) -> flo
     return value
 
 
+async def p99_alone_and_at_ceiling(engine: Engine) -> tuple[float, float]:
+    """TPOT P99 at cap 1 and at the ceiling under the load running now; leaves the cap at the ceiling."""
+    engine.set_limits(cap=1)
+    alone = await tpot_p99(engine, 6)
+    engine.set_limits(cap=engine.ceiling)
+    await tpot_p99(engine, 6)  # the cap-1 samples leave the window
+    return alone, await tpot_p99(engine, 6)
+
+
 async def run_until(gov: Standalone, done: object, ticks: int) -> list[TickReport]:
     reports: list[TickReport] = []
     for _ in range(ticks):
@@ -102,11 +111,7 @@ async def test_per_token_slo_missed_at_high_cap_lowers_the_cap_until_p99_is_back
         # The SLO sits between what this machine gives at cap 1 and at the ceiling (geometric mean): missed at
         # the ceiling, met by a lower cap. A fixed 0.6 x the ceiling's P99 fell below the cap-1 floor on a run
         # where the tiny model's TPOT was nearly flat (2.5 ms at the ceiling, 1.75 ms at cap 1).
-        engine.set_limits(cap=1)
-        at_floor = await tpot_p99(engine, 6)
-        engine.set_limits(cap=engine.ceiling)
-        await tpot_p99(engine, 6)  # the cap-1 samples leave the window
-        at_ceiling = await tpot_p99(engine, 6)
+        at_floor, at_ceiling = await p99_alone_and_at_ceiling(engine)
         assert at_ceiling > 1.25 * at_floor, (
             f"the cap moves TPOT P99 only {at_floor * 1e3:.2f} -> {at_ceiling * 1e3:.2f} ms on this engine: "
             "nothing for the law to do (is the machine loaded?)"
