@@ -5,6 +5,7 @@ would and counts the writes."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from governor.core import status as status_builders
@@ -41,7 +42,7 @@ def steady(i: int, p99: float = 0.012) -> Observation:
 def test_a_quiet_object_is_refreshed_every_few_ticks_not_every_tick() -> None:
     writes, status = run([steady(i) for i in range(1, 31)])
     assert writes[0] == 1  # the first tick reports at once
-    gaps = {b - a for a, b in zip(writes, writes[1:])}
+    gaps = {b - a for a, b in itertools.pairwise(writes)}
     assert gaps == {REFRESH}, writes  # the P99 moved every tick; only the refresh wrote it
     assert status["law"]["ticks"] == writes[-1]
 
