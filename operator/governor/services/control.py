@@ -46,8 +46,10 @@ class Edges(Protocol):
 
     async def actuate(self, cap: int) -> Applied: ...
 
-    async def plan_replicas(self, wish: Literal[-1, 1], decision: Decision, now_s: float) -> int | None:
-        """Hand the law's replica wish to the replica planner; answer the replicas it now wants, if any."""
+    async def plan_replicas(self, wish: Literal[-1, 0, 1], decision: Decision, now_s: float) -> int | None:
+        """Hand the law's replica wish to the replica planner; answer the replicas it now wants, if any.
+        Called every tick: with no wish (0), edges that measure the demand may still ask the planner for
+        the replicas it needs (governor.core.planner.demand_replicas); the others answer None."""
         ...
 
     def export(self, report: StepReport) -> None:
@@ -61,7 +63,7 @@ class StepReport:
     observed: Observed
     observed_p99: float | None  # this tick's raw quantile of the governed latency (seconds)
     applied: Applied
-    desired_replicas: int | None  # the planner's answer to a wish; None when there was none
+    desired_replicas: int | None  # the planner's answer to a wish or a demand; None when there was none
 
     @property
     def errors(self) -> tuple[str, ...]:
@@ -99,9 +101,7 @@ async def control_step(
     else:
         decision = hold(state, static_cap)
     applied = await edges.actuate(decision.cap)
-    desired = None
-    if decision.replica_wish:
-        desired = await edges.plan_replicas(decision.replica_wish, decision, now_s)
+    desired = await edges.plan_replicas(decision.replica_wish, decision, now_s)
     report = StepReport(
         decision=decision,
         observed=observed,

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from governor.adapters import kube, opmetrics
 from governor.adapters.engine import Actuator, PodTarget
 from governor.adapters.kube import Kube
-from governor.core import builders
+from governor.core import builders, demand
 from governor.core import spec as api
 from governor.core import status as status_builders
 from governor.core.law import LAWS, Decision, LawConfig, LawState, initial_state
@@ -61,7 +61,7 @@ class OperatorContext:
     actuator: Actuator = field(default_factory=Actuator)
     replicas: ReplicaWriter = field(init=False)
     tokens: dict[Key, tuple[float, str | None]] = field(default_factory=dict)
-    capacity: dict[Key, float] = field(default_factory=dict)  # one pod's req/s at a binding cap
+    demands: dict[Key, demand.DemandMemory] = field(default_factory=dict)  # capacity and arrivals per service
     status_refresh_ticks: int = status_builders.STATUS_REFRESH_TICKS
 
     def __post_init__(self) -> None:
@@ -80,7 +80,7 @@ class OperatorContext:
         self.hub.forget(key)
         self.actuator.forget(key)
         self.tokens.pop(key, None)
-        self.capacity.pop(key, None)
+        self.demands.pop(key, None)
 
     async def aclose(self) -> None:
         try:
@@ -127,6 +127,14 @@ def resume(body: Mapping[str, Any], cfg: LawConfig) -> LawState:
     return initial_state(cfg)
 
 
+def demand_sample(reading: Reading, pods: int, now_s: float, cfg: LawConfig) -> demand.Sample:
+    """The demand rule's measurements from a per-pod reading: arrivals are completions plus queue growth."""
+    rate = reading.request_rate
+    arrivals = None if rate is None else (rate + max(reading.queue_growth or 0.0, 0.0)) * pods
+    p99 = reading.p99(cfg.latency_kind, cfg.quantile)
+    return demand.Sample(now_s, pods, rate, reading.running, reading.cap, p99, arrivals)
+
+
 @dataclass
 class ClusterEdges:
     """The control step's I/O for one InferenceService's ready pods."""
@@ -140,6 +148,7 @@ class ClusterEdges:
     token: str | None = None  # the admin token from the Secret index, when the caller has it
     targets: list[PodTarget] = field(default_factory=list)
     reading: Reading | None = None
+    sample: demand.Sample | None = None
 
     async def observe(self) -> Observed:
         token = self.token or await self.ctx.token(self.key)
@@ -147,9 +156,11 @@ class ClusterEdges:
         urls = tuple(t.base_url for t in self.targets)
         snapshot, reading = await self.ctx.hub.read(self.key, self.cfg, urls)
         self.reading = reading
-        cap, running = reading.cap, reading.running
-        if reading.request_rate and running and cap and running >= self.cfg.binding_fraction * cap:
-            self.ctx.capacity[self.key] = reading.request_rate  # one pod's completions while its cap binds
+        self.sample = demand_sample(reading, len(self.targets), time.time(), self.cfg)
+        memory = self.ctx.demands.get(self.key, demand.DemandMemory())
+        self.ctx.demands[self.key] = demand.remember(
+            memory, self.sample, self.cfg.slo_target_s, self.cfg.binding_fraction
+        )
         return Observed(reading, snapshot.available, self.key in snapshot.services, snapshot.error)
 
     async def actuate(self, cap: int) -> Applied:
@@ -164,15 +175,43 @@ class ClusterEdges:
         held = self.ctx.actuator.held([t for t, r in zip(self.targets, results, strict=True) if r.ok])
         return Applied(held, errors)
 
-    async def plan_replicas(self, wish: Literal[-1, 1], decision: Decision, now_s: float) -> int | None:
+    def _demand(self) -> int | None:
+        """The replicas the measured demand needs, when above spec.replicas (governor.core.demand)."""
+        memory, r = self.ctx.demands.get(self.key), self.reading
+        if memory is None or self.sample is None or r is None:
+            return None
+        live = ((self.body or {}).get("spec") or {}).get("replicas")
+        return demand.wanted(
+            memory,
+            self.sample,
+            live=int(live) if isinstance(live, int) else len(self.targets),
+            waiting=(r.waiting or 0.0) * len(self.targets),
+            slo_s=self.cfg.slo_target_s,
+            window_s=self.cfg.window_s,
+        )
+
+    async def plan_replicas(self, wish: Literal[-1, 0, 1], decision: Decision, now_s: float) -> int | None:
         try:
             namespace, name = self.key
             pods, r = len(self.targets), self.reading
+            if not wish:  # no law wish: ask for what the measured demand needs, if more than asked for
+                needed = self._demand()
+                if needed is None:
+                    return None
+                step = await self.ctx.replicas.request_scale(
+                    namespace, name, 1, "demand", "arrivals above the replicas' capacity", wanted=needed,
+                    known=self.body,
+                )
+                return None if step is None else step.replicas
+            memory, sample = self.ctx.demands.get(self.key), self.sample
+            capacity = None if memory is None or sample is None else demand.capacity(
+                memory, sample, self.cfg.slo_target_s
+            )
             wanted, load_after = size_request(  # readings are per pod: the planner sizes from totals
                 wish,
                 ready=pods,
                 live=pods,
-                capacity_rps=self.ctx.capacity.get(self.key),
+                capacity_rps=capacity,
                 completions_rps=None if r is None or r.request_rate is None else r.request_rate * pods,
                 waiting=0.0 if r is None else (r.waiting or 0.0) * pods,
                 growth_rps=0.0 if r is None else (r.queue_growth or 0.0) * pods,

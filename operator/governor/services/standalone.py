@@ -122,8 +122,10 @@ class Standalone:
         held = self.actuator.held([p for p, r in zip(self.pods, results, strict=True) if r.ok])
         return Applied(held, tuple(f"{r.pod}: {r.error}" for r in results if not r.ok))
 
-    async def plan_replicas(self, wish: Literal[-1, 1], decision: Decision, now_s: float) -> int | None:
+    async def plan_replicas(self, wish: Literal[-1, 0, 1], decision: Decision, now_s: float) -> int | None:
         """No replicas to write here: the planner's answer is exported and logged for whatever scales."""
+        if not wish:
+            return None
         request = ScaleRequest(direction=wish, source="law", reason=decision.reason, now_s=now_s)
         step = plan(self.planner, request, self.replica_bounds, self.cooldowns)
         self.planner = step.state

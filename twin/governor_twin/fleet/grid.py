@@ -62,6 +62,8 @@ def entries(scn: FleetScenario) -> list[tuple[str, Factory]]:
     cfg = law_config(scn)
     out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns())))
     out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(down_s=120.0), knob="down 120 s")))
-    # The ablation: the same law, the planner asked one step at a time (the planner before issue 14).
+    # The ablations: replicas on the law's wish only (no demand rule), and the same law with the planner
+    # asked one step at a time (the planner before issue 14).
+    out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(), knob="law's wish only", demand_on=False)))
     out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(), knob="unsized steps", sized=False)))
     return out

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from governor.core import promql
+from governor.core import demand, promql
 from governor.core.law import Decision, LawConfig, LawState, decide, initial_state
 from governor.core.planner import (
     Cooldowns,
@@ -53,7 +53,10 @@ class FleetEdges:
     limits: StepLimits = field(default_factory=StepLimits)
     sized: bool = True
     now: float = 0.0
-    capacity_rps: float | None = None  # one replica's completions/s while its cap binds
+    demand_on: bool = True  # the demand rule (governor.core.demand); off: replicas on the law's wish only
+    capacity_rps: float | None = None  # one replica's, measured at the SLO or estimated (demand.capacity)
+    memory: demand.DemandMemory = field(default_factory=demand.DemandMemory)
+    sample: demand.Sample | None = None
     reports: list[StepReport] = field(default_factory=list)
 
     async def observe(self) -> Observed:
@@ -65,8 +68,13 @@ class FleetEdges:
             ttft = m.quantile(LatencyKind.TTFT, cfg.quantile, cfg.window_s)
             latency[promql.latency_signal(LatencyKind.TTFT, cfg.quantile)] = ttft
         rate = m.rate_per_pod(cfg.window_s)
-        if rate and s.running >= cfg.binding_fraction * self.fleet.cap:
-            self.capacity_rps = rate
+        # the run starts with empty engines: a rate over a window not yet full understates the capacity
+        if s.t >= cfg.window_s:
+            self.sample = demand.Sample(
+                s.t, s.ready, rate, s.running, float(self.fleet.cap), p, self._arrivals()
+            )
+            self.memory = demand.remember(self.memory, self.sample, cfg.slo_target_s, cfg.binding_fraction)
+            self.capacity_rps = demand.capacity(self.memory, self.sample, cfg.slo_target_s)
         reading = Reading(
             latency=latency,
             running=s.running,
@@ -79,6 +87,32 @@ class FleetEdges:
 
     async def actuate(self, cap: int) -> Applied:
         return Applied(held_cap=self.fleet.set_cap(cap))
+
+    def _arrivals(self) -> float | None:
+        """Completions over the law's window plus the queue's recent growth (service totals)."""
+        m = self.metrics
+        s, base = m.samples[-1], m._base(RECENT_S)
+        completions = m.rate_total(self.cfg.window_s)
+        if base is None or completions is None:
+            return None
+        growth = (s.waiting * s.ready - base.waiting * base.ready) / (s.t - base.t)
+        return completions + max(growth, 0.0)
+
+    def _demand(self, now_s: float) -> ScaleRequest | None:
+        if not (self.demand_on and self.sized) or self.sample is None:
+            return None
+        s = self.metrics.samples[-1]
+        wanted = demand.wanted(
+            self.memory,
+            self.sample,
+            live=self.planner.replicas,
+            waiting=s.waiting * s.ready,
+            slo_s=self.cfg.slo_target_s,
+            window_s=self.cfg.window_s,
+        )
+        if wanted is None:
+            return None
+        return ScaleRequest(1, "demand", "arrivals above the replicas' capacity", now_s, wanted=wanted)
 
     def _request(self, wish: Literal[-1, 1], decision: Decision, now_s: float) -> ScaleRequest:
         m, window = self.metrics, self.cfg.window_s
@@ -107,8 +141,10 @@ class FleetEdges:
             load_after=load_after,
         )
 
-    async def plan_replicas(self, wish: Literal[-1, 1], decision: Decision, now_s: float) -> int | None:
-        request = self._request(wish, decision, now_s)
+    async def plan_replicas(self, wish: Literal[-1, 0, 1], decision: Decision, now_s: float) -> int | None:
+        request = self._request(wish, decision, now_s) if wish else self._demand(now_s)
+        if request is None:
+            return None
         ready = len(self.fleet.ready(now_s))
         result = plan(
             self.planner, request, self.bounds, self.cooldowns, ready_replicas=ready, limits=self.limits
@@ -135,12 +171,14 @@ class Ours:
         knob: str = "defaults",
         limits: StepLimits | None = None,
         sized: bool = True,
+        demand_on: bool = True,
     ) -> None:
         self.cfg = cfg
         self.bounds = bounds
         self.cooldowns = cooldowns
         self.limits = limits or StepLimits()
         self.sized = sized
+        self.demand_on = demand_on
         self.tick_s = cfg.tick_s
         self.knob = knob
         self.state: LawState = initial_state(cfg)
@@ -150,7 +188,14 @@ class Ours:
     def attach(self, fleet: Fleet, metrics: FleetMetrics) -> None:
         planner = PlannerState(replicas=len(fleet.live()))
         self.edges = FleetEdges(
-            fleet, metrics, self.cfg, self.bounds, self.cooldowns, planner, self.limits, self.sized
+            fleet,
+            metrics,
+            self.cfg,
+            self.bounds,
+            self.cooldowns,
+            planner,
+            self.limits,
+            self.sized, demand_on=self.demand_on,
         )
 
     async def step(self, now: float) -> None:

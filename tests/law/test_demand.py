@@ -1,0 +1,95 @@
+"""The demand rule (issue 14): replicas asked for from the measured arrivals, projected one start-up ahead,
+against one replica's capacity measured at the SLO; warming replicas count as supply."""
+
+from __future__ import annotations
+
+from governor.core.demand import (
+    DemandMemory,
+    Sample,
+    arrival_trend,
+    demand_replicas,
+    estimated_capacity,
+    measured_capacity,
+    remember,
+    wanted,
+)
+from governor.core.planner import Cooldowns, PlannerState, ReplicaBounds, ScaleRequest, plan
+
+SLO = 0.025
+
+
+def test_capacity_is_measured_only_while_the_cap_binds_within_the_slo() -> None:
+    assert measured_capacity(None, 30.0, 120.0, 125.0, 0.024, SLO, 0.9) == 30.0
+    # not binding: today's rate is the load, not the capacity
+    assert measured_capacity(None, 20.0, 60.0, 125.0, 0.015, SLO, 0.9) is None
+    # binding past the SLO (a cap pushed for the queue) would overstate it: the last measure stands
+    assert measured_capacity(28.0, 40.0, 140.0, 143.0, 0.029, SLO, 0.9) == 28.0
+
+
+def test_capacity_before_the_cap_binds_is_a_conservative_little_law_estimate() -> None:
+    # 40 running at 20 req/s: 2 s a request; the cap 64 at that pace is 32 req/s, stretched by 0.5
+    # (the per-token P99 at half the SLO) to 16 req/s
+    assert estimated_capacity(20.0, 40.0, 64.0, 0.0125, SLO) == 16.0
+    assert estimated_capacity(None, 40.0, 64.0, 0.0125, SLO) is None
+
+
+def test_trend_needs_a_long_enough_span() -> None:
+    rising = [(float(t), 50.0 + 0.5 * t) for t in range(0, 125, 5)]
+    assert abs(arrival_trend(rising) - 0.5) < 1e-9
+    assert arrival_trend(rising[:10]) == 0.0  # 45 s: noise
+
+
+def test_demand_asks_ahead_of_a_rising_load_and_counts_warming_replicas() -> None:
+    # 60 req/s rising 0.4 req/s per s: in 95 s, 98 req/s; at 30 req/s a replica, 4 replicas
+    assert (
+        demand_replicas(
+            live=2, capacity_rps=30.0, arrivals_rps=60.0, trend_rps_s=0.4, waiting=0.0, horizon_s=95.0
+        )
+        == 4
+    )
+    # the 4 already asked for (2 of them warming) cover it: no request
+    assert (
+        demand_replicas(
+            live=4, capacity_rps=30.0, arrivals_rps=60.0, trend_rps_s=0.4, waiting=0.0, horizon_s=95.0
+        )
+        is None
+    )
+    # a falling load is not projected down; a queue adds its drain
+    assert (
+        demand_replicas(
+            live=2,
+            capacity_rps=30.0,
+            arrivals_rps=60.0,
+            trend_rps_s=-1.0,
+            waiting=1800.0,
+            horizon_s=95.0,
+            drain_s=60.0,
+        )
+        == 3
+    )
+    assert demand_replicas(live=2, capacity_rps=None, arrivals_rps=90.0, trend_rps_s=0.0, waiting=0.0) is None
+
+
+def test_remembered_arrivals_make_the_request_the_planner_steps_to() -> None:
+    memory = DemandMemory()
+    for t in range(0, 125, 5):
+        sample = Sample(float(t), 2, 27.0, 115.0, 125.0, 0.022, 50.0 + 0.5 * t)
+        memory = remember(memory, sample, SLO, 0.9)
+    assert memory.measured_rps == 27.0
+    assert memory.arrivals[0][0] == 0.0 and len(memory.arrivals) == 25
+    need = wanted(memory, sample, live=2, waiting=0.0, slo_s=SLO, window_s=30.0)
+    # 110 req/s + 0.5 x (95 + 15) s = 165 req/s at 27 a replica: 7
+    assert need == 7
+    request = ScaleRequest(1, "demand", "arrivals", 120.0, wanted=need)
+    step = plan(
+        PlannerState(replicas=2), request, ReplicaBounds(max_replicas=12), Cooldowns(), ready_replicas=2
+    )
+    assert (step.replicas, step.reason) == (6, "scaled-up")  # at most max(4, current) more at once
+    again = plan(
+        step.state,
+        ScaleRequest(1, "demand", "arrivals", 125.0, wanted=6),
+        ReplicaBounds(max_replicas=12),
+        Cooldowns(),
+        ready_replicas=2,
+    )
+    assert (again.replicas, again.reason) == (6, "supplied")
