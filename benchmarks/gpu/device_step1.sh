@@ -2,9 +2,11 @@
 # GPU machine, step 1 (repo root, piece 1 carried as .whl/p1): unpack vLLM 0.26.0's Python files and its main
 # CUDA library into /tmp/site, and show what the machine has.
 set -e
+# Two calls (the device tool carries at most 64 MiB with the checkout): first with .whl/p0 carried (the
+# Python files), then with .whl/p1 (the library). Each call unpacks what it carries.
 mkdir -p /tmp/site
-tar -xJf .whl/p1/vllm_py.tar.xz -C /tmp/site
-xz -dc .whl/p1/C.so.xz > /tmp/site/vllm/_C_stable_libtorch.abi3.so
+if [ -f .whl/p0/vllm_py.tar.xz ]; then tar -xJf .whl/p0/vllm_py.tar.xz -C /tmp/site; fi
+if [ -f .whl/p1/C.so.xz ]; then xz -dc .whl/p1/C.so.xz > /tmp/site/vllm/_C_stable_libtorch.abi3.so; fi
 du -sh /tmp/site
 set +e
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
