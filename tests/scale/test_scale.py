@@ -24,9 +24,11 @@ async def test_prometheus_queries_per_tick_do_not_grow_with_the_objects() -> Non
     for run in (small, large):
         assert min(run.ticks_per_object) >= 2, f"N={run.n}: objects stopped ticking: {run.ticks_per_object}"
         assert run.prom_queries > 0
-        # idle engines: nothing users act on changes, so status is refreshed every few ticks, not every tick
+        # Idle engines: nothing users act on changes, so status is refreshed every 6 ticks, not every tick
+        # (every tick would be N writes per tick). The 16 s window holds at most one refresh per object,
+        # and none when it falls between two.
         writes = run.api_per_tick().get("update inferenceservices/status", 0.0)
-        assert 0 < writes <= run.n / 3, f"N={run.n}: {writes:.1f} status writes per tick"
+        assert writes <= run.n / 3, f"N={run.n}: {writes:.1f} status writes per tick"
     # one round of ~16 queries per tick whatever N is; one query per object would double it
     figures = (small.queries_per_tick, large.queries_per_tick)
     assert large.queries_per_tick < 1.3 * small.queries_per_tick + 2, figures
