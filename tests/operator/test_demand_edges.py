@@ -39,8 +39,8 @@ def edges(arrivals_per_pod: float, replicas: int) -> tuple[ClusterEdges, Writer]
             for i in range(replicas)]
     body = {"metadata": {"namespace": "ns", "name": "chat", "resourceVersion": "7"},
             "spec": {"replicas": replicas}}
-    e = ClusterEdges(ctx, KEY, CFG, pods, logging.getLogger("test"), body=body, targets=[])
-    e.targets = [p.target("t") for p in pods]  # type: ignore[misc]
+    e = ClusterEdges(ctx, KEY, CFG, pods, logging.getLogger("test"), body=body)
+    e.targets = [t for t in (p.target("t") for p in pods) if t is not None]
     # The cap binds at the SLO: each pod completes 10 req/s at cap 64 (its measured capacity), and the
     # queue grows by what it cannot serve.
     e.reading = Reading(latency={}, running=64.0, waiting=0.0, cap=64.0, request_rate=10.0,

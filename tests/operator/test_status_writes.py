@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from governor.core import status as status_builders
 from governor.core.law import LAWS, LawConfig, Observation, initial_state
 
@@ -67,3 +68,13 @@ def test_a_cap_change_and_a_condition_flip_are_written_on_their_tick() -> None:
 def test_refresh_one_writes_every_tick() -> None:
     writes, _ = run([steady(i) for i in range(1, 11)], refresh=1)
     assert writes == list(range(1, 11))
+
+
+def test_the_operator_refuses_a_refresh_below_one_tick(capsys: pytest.CaptureFixture[str]) -> None:
+    from governor.cli import build_parser
+
+    assert build_parser().parse_args(["operator", "--status-refresh-ticks", "3"]).status_refresh_ticks == 3
+    for bad in ("0", "-2", "six"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["operator", "--status-refresh-ticks", bad])
+        assert "--status-refresh-ticks" in capsys.readouterr().err

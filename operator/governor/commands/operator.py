@@ -29,11 +29,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", default=None,
                         help="API server URL without credentials (development);"
                         " default: in-cluster or kubeconfig")
-    parser.add_argument("--status-refresh-ticks", type=int, default=None, metavar="N",
+    parser.add_argument("--status-refresh-ticks", type=_positive, default=None, metavar="N",
                         help="refresh an InferenceService's status every N control ticks when nothing users"
                         " act on changed (a changed cap, mode, condition or replica wish is written at once);"
                         " default 6, 1: every tick")
     parser.add_argument("-v", "--verbose", action="store_true")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of ticks") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} ticks: at least 1 (1 refreshes status every tick)")
+    return value
 
 
 def main(args: argparse.Namespace) -> int:

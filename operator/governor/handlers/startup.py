@@ -108,7 +108,9 @@ def operator_memo(
     if connection is not None:
         memo[EXPLICIT_CONNECTION] = connection
     if status_refresh_ticks is not None:
-        memo[STATUS_REFRESH] = max(1, status_refresh_ticks)
+        if status_refresh_ticks < 1:
+            raise ValueError(f"status_refresh_ticks must be at least 1, not {status_refresh_ticks}")
+        memo[STATUS_REFRESH] = status_refresh_ticks
     return memo
 
 

@@ -27,7 +27,7 @@ async def announce_alert_step(body: kopf.Body, memo: kopf.Memo, **_: Any) -> Non
     """
     step = (body.get("status") or {}).get("alertmanager", {}).get("lastStep") or {}
     announced = step.get("time")
-    seen: dict[tuple[str, str], Any] = memo.setdefault("alert_steps", {})
+    seen = memo.governor.alert_steps  # per object, forgotten when its control loop ends (OperatorContext)
     key = (body.metadata.namespace or "", body.metadata.name or "")
     if key not in seen:
         seen[key] = announced

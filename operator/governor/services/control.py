@@ -49,7 +49,7 @@ class Edges(Protocol):
     async def plan_replicas(self, wish: Literal[-1, 0, 1], decision: Decision, now_s: float) -> int | None:
         """Hand the law's replica wish to the replica planner; answer the replicas it now wants, if any.
         Called every tick: with no wish (0), edges that measure the demand may still ask the planner for
-        the replicas it needs (governor.core.planner.demand_replicas); the others answer None."""
+        the replicas it needs (governor.core.demand); the others answer None."""
         ...
 
     def export(self, report: StepReport) -> None:

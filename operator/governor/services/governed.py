@@ -63,6 +63,7 @@ class OperatorContext:
     tokens: dict[Key, tuple[float, str | None]] = field(default_factory=dict)
     demands: dict[Key, demand.DemandMemory] = field(default_factory=dict)  # capacity and arrivals per service
     status_refresh_ticks: int = status_builders.STATUS_REFRESH_TICKS
+    alert_steps: dict[Key, Any] = field(default_factory=dict)  # the last Alertmanager step announced (Event)
 
     def __post_init__(self) -> None:
         self.replicas = ReplicaWriter(self.kube)
@@ -81,6 +82,7 @@ class OperatorContext:
         self.actuator.forget(key)
         self.tokens.pop(key, None)
         self.demands.pop(key, None)
+        self.alert_steps.pop(key, None)
 
     async def aclose(self) -> None:
         try:

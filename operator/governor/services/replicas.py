@@ -113,13 +113,13 @@ class ReplicaWriter:
         catches a stale one, and the retry reads the object."""
         step = _direction(direction)
         key = (namespace, name)
+        # A copy without a resourceVersion could not guard the write: read the object instead.
+        first = known if known is not None and (known.get("metadata") or {}).get("resourceVersion") else None
         async with self._locks[key]:
             for attempt in range(ATTEMPTS):
-                version = (known.get("metadata") or {}).get("resourceVersion") if known is not None else None
-                if attempt == 0 and known is not None and version:
-                    obj: Mapping[str, Any] | None = known
-                else:
-                    obj = await self.kube.get_inferenceservice(namespace, name)
+                obj = first if attempt == 0 and first is not None else await self.kube.get_inferenceservice(
+                    namespace, name
+                )
                 if obj is None:
                     self._memory.pop(key, None)
                     return None

@@ -195,7 +195,8 @@ class Ours:
             self.cooldowns,
             planner,
             self.limits,
-            self.sized, demand_on=self.demand_on,
+            self.sized,
+            demand_on=self.demand_on,
         )
 
     async def step(self, now: float) -> None:
