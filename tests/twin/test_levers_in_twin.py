@@ -11,7 +11,8 @@ from governor_twin.matrix.run import new_law_policy
 from governor_twin.matrix.workloads import reference_capacity
 from governor_twin.sim import run
 
-COMPUTED = ("model-", "lever-inert", "infeasible", "queue-relief")  # reasons only the levers law gives
+# reasons only the levers law gives
+COMPUTED = ("model-", "lever-inert", "infeasible", "queue-relief", "queue-floor")
 
 
 def test_the_twin_runs_the_levers_laws_computed_moves() -> None:

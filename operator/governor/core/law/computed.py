@@ -11,8 +11,11 @@ chain of x0.8 steps, and a raise goes up to it and never past it. If the cap doe
 flat across the batches seen), the law stops cutting and asks for replicas; if the line rises with the batch
 and one sequence alone is above the target, no cap and no replica helps, and it keeps throughput and says the
 SLO is infeasible; a verdict stands (no cut) while the fits re-learn, until a confident fit finds a cap that
-meets the target. When TTFT breaks behind a binding cap, the cap goes up to serve the queue, but only within
-the per-token bound: the per-token SLO first, the TTFT bound then given up to the replicas.
+meets the target. Then the queue has its say, because goodput counts requests meeting both bounds: no cut goes
+below the smallest cap whose service (c / (prefill + out x tpot(c)) from the mean line) carries the arrivals,
+since below it the queue grows until every TTFT is a miss; and when the backlog, one window ahead, would
+hold a request past its TTFT bound behind a binding cap, the cap goes up a step at a time, past the per-token
+cap if it must, and asks for replicas. A backlog the TTFT bound absorbs (a burst that ends) is left to queue.
 
 Every raise stays within the evidence (a trust region): the model's raise goes at most to TRUST x the largest
 running batch the quantile line was measured at (LeverFit.support); past that the law takes the rule table's
@@ -25,7 +28,7 @@ to 128 cost 98 SLO misses at 20 ms).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from governor.core.law.decide import decide
 from governor.core.law.derive import known
@@ -33,6 +36,7 @@ from governor.core.law.model import Decision, LawConfig, LawState, Observation
 from governor.core.law.steps import mode_cap, raise_cap
 from governor.core.levers.fit import LeverFit
 from governor.core.levers.plan import CapPlan, PlanSettings, plan_cap
+from governor.core.levers.queueing import TpotLine, Workload, service_rate
 from governor.core.signals import LatencyKind
 
 # Largest raise one computed move makes: a cap far above every batch the fits have seen is extrapolation;
@@ -89,20 +93,18 @@ def _per_token_plan(state: LawState, cfg: LawConfig, fits: tuple[LeverFit, Lever
     )
 
 
-def _starving(state: LawState, obs: Observation, base: Decision, cfg: LawConfig) -> bool:
-    """The queue pays for the per-token cap: TTFT is past its bound (or, without one, the queue grows)
-    while the cap binds."""
-    running, waiting = known(obs.running), known(obs.waiting)
-    binding = running is not None and running >= cfg.queue_binding_fraction * state.cap
-    queued = waiting is not None and waiting >= max(cfg.queue_min, 1.0)
-    growing = base.state.growth_ticks >= cfg.queue_growth_ticks
-    ttft = known(obs.ttft_p99_s)
-    late = ttft is not None and cfg.ttft_bound_s is not None and ttft > cfg.ttft_bound_s
-    return binding and queued and (late or (cfg.ttft_bound_s is None and growing))
-
-
 def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
     base = decide(state, obs, cfg)
+    chosen, plan = _per_token(state, obs, cfg, base)
+    if cfg.latency_kind is not LatencyKind.TPOT or known(obs.p99_s) is None:
+        return chosen
+    return _carry_the_queue(state, obs, cfg, base, chosen, plan)
+
+
+def _per_token(
+    state: LawState, obs: Observation, cfg: LawConfig, base: Decision
+) -> tuple[Decision, CapPlan | None]:
+    """The cap for the per-token bound alone, and the plan it came from (None when none was made)."""
     recent = _recent(state, obs, cfg)
     fits = _fits(state, obs, recent)
     memory: dict[str, Any] = {
@@ -110,22 +112,20 @@ def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decisi
     }
     if cfg.latency_kind is not LatencyKind.TPOT or known(obs.p99_s) is None:
         # TTFT and e2e SLOs are queue-driven (never cut for them); no data holds: the rule table answers.
-        return _with(base, base.state.model_copy(update=memory))
+        return _with(base, base.state.model_copy(update=memory)), None
     upper = mode_cap(base.mode, cfg)
     plan = _per_token_plan(state, cfg, fits, upper)
     if state.verdict is not None and plan.reason in ("unconfident", "at-min-cap") and base.cap < state.cap:
-        return _standing(state, base, memory)  # nothing yet shows a cap that meets the target
+        return _standing(state, base, memory), plan  # nothing yet shows a cap that meets the target
     if plan.reason == "unconfident":
-        return _with(base, base.state.model_copy(update=memory))
+        return _with(base, base.state.model_copy(update=memory)), plan
     if plan.cap is None:  # inert: the cap does not move the signal; cutting would only build a queue
-        return _inert(state, obs, base, plan, memory, cfg, upper)
+        return _inert(state, obs, base, plan, memory, cfg, upper), plan
     if plan.reason == "infeasible":
-        return _infeasible(state, base, plan, memory, cfg, upper)
+        return _infeasible(state, base, plan, memory, cfg, upper), plan
     if plan.reason != "at-min-cap":  # a confident line with a cap that meets the target ends a verdict
         memory["verdict"] = None
-    if _starving(state, obs, base, cfg) and plan.cap > state.cap:
-        return _relief(state, obs, base, plan, memory, cfg, fits[1])
-    return _computed(state, obs, base, plan, memory, cfg)
+    return _computed(state, obs, base, plan, memory, cfg), plan
 
 
 def _standing(state: LawState, base: Decision, memory: dict[str, Any]) -> Decision:
@@ -158,57 +158,129 @@ def _reach(state: LawState, memory: dict[str, Any], cfg: LawConfig, upper: int) 
     return max(_trusted(memory), raise_cap(state.cap, upper, cfg))
 
 
-def _relief_cap(state: LawState, obs: Observation, mean_fit: LeverFit, upper: int) -> int | None:
-    """The smallest cap above this one whose service rate outruns the arrivals, from the mean-TPOT line:
-    at a batch c a request takes about out x tpot(c), so capacity scales as c / tpot(c). None when the fit
-    is not usable or no cap up to `upper` would do (overload at every cap: giving up the per-token bound
-    would buy nothing; that is the replicas' job alone)."""
-    running, waiting, rate = known(obs.running), known(obs.waiting), known(obs.request_rate)
-    if running is None or waiting is None or rate is None or running < 1 or mean_fit.count < 8:
+def _arrivals(state: LawState, obs: Observation) -> float | None:
+    """Requests per second reaching the engine: completions plus the queue's growth over the window (or,
+    without it, since the last tick); below the completions while a queue drains."""
+    waiting, rate = known(obs.waiting), known(obs.request_rate)
+    if waiting is None or rate is None:
         return None
-    growth = 0.0
-    if (
-        state.waiting_prev is not None
-        and state.waiting_prev_s is not None
-        and obs.now_s > state.waiting_prev_s
-    ):
-        growth = max(0.0, (waiting - state.waiting_prev) / (obs.now_s - state.waiting_prev_s))
-    arrival = rate + max(growth, known(obs.queue_growth) or 0.0)
-
-    def capacity(c: float) -> float:
-        return c / max(mean_fit.predict((c,)).mean, 1e-9)
-
-    now = capacity(running)
-    for c in range(state.cap + 1, upper + 1):
-        if rate * capacity(c) / now >= arrival * RELIEF_HEADROOM:
-            return c
-    return None
+    growth = known(obs.queue_growth)
+    last, last_s = state.waiting_prev, state.waiting_prev_s
+    if growth is None and last is not None and last_s is not None and obs.now_s > last_s:
+        growth = (waiting - last) / (obs.now_s - last_s)
+    return max(rate + (growth or 0.0), 0.0)
 
 
-def _relief(
-    state: LawState,
-    obs: Observation,
-    base: Decision,
-    plan: CapPlan,
-    memory: dict[str, Any],
-    cfg: LawConfig,
-    mean_fit: LeverFit,
+class QueueModel(NamedTuple):
+    """What the queue does at a cap c, from this tick: the arrivals, the backlog, and the service rate.
+    With a usable mean-TPOT line, c / (prefill + out x tpot(c)) (governor.core.levers.queueing: within a few
+    per cent of the H200 calibration's measured capacity); without one, what the engine completes now at its
+    window's mean batch B, scaled by c / B, which understates a small cap's service where tokens get faster
+    as the batch shrinks (the safe side: it refuses cuts, and raises one step at a time). Anchoring the
+    line on today's completions instead was tried: below saturation they are the arrivals, not the
+    capacity, and the floor it gave refused every cut on an engine whose throughput is flat in the batch."""
+
+    arrivals: float  # req/s reaching the engine
+    waiting: float
+    rate: float  # completions per second now
+    batch: float  # the window's mean running batch
+    work: Workload | None  # None: scale the completions by c / B
+
+    def service(self, cap: int) -> float:
+        if self.work is None:
+            return self.rate * cap / self.batch
+        return service_rate(cap, self.work)
+
+    def carries(self, cap: int) -> bool:
+        """The queue stays bounded at `cap`, with RELIEF_HEADROOM to spare. (Tried: the Erlang C wait
+        quantile within the TTFT bound instead; the matrix's mean fell 0.885 -> 0.875, no cell class won.)"""
+        return self.service(cap) >= self.arrivals * RELIEF_HEADROOM
+
+    def late_ahead(self, cap: int, horizon_s: float, wait_bound_s: float) -> bool:
+        """A request queued one horizon from now, behind today's backlog plus what the arrivals add beyond
+        the service, would wait past `wait_bound_s` at `cap`."""
+        service = self.service(cap)
+        backlog = self.waiting + max(self.arrivals - service, 0.0) * horizon_s
+        return backlog > wait_bound_s * service
+
+
+def queue_model(
+    state: LawState, obs: Observation, mean_fit: LeverFit, recent: tuple[float, ...]
+) -> QueueModel | None:
+    """This tick's queue model; None when nothing is known (no completions, no batch)."""
+    arrivals, rate, waiting = _arrivals(state, obs), known(obs.request_rate), known(obs.waiting)
+    batch = sum(recent) / len(recent) if recent else 0.0
+    if arrivals is None or rate is None or waiting is None or rate <= 0 or batch < 1:
+        return None
+    out, ttft, queued = known(obs.output_tokens_mean), known(obs.ttft_mean_s), known(obs.queue_time_mean_s)
+    work = None
+    if mean_fit.count >= 8 and out is not None and out > 0 and mean_fit.predict((batch,)).mean > 0:
+        intercept, slope = mean_fit.line()
+        prefill = max(ttft - queued, 0.0) if ttft is not None and queued is not None else 0.0
+        work = Workload(arrivals, out, prefill, TpotLine(intercept, slope))
+    return QueueModel(arrivals, waiting, rate, batch, work)
+
+
+def _wait_bound(obs: Observation, cfg: LawConfig) -> float | None:
+    """How long a request may wait and still meet the TTFT bound: the bound less its prefill (the mean
+    TTFT beyond the mean time queued)."""
+    if cfg.ttft_bound_s is None:
+        return None
+    ttft, queued = known(obs.ttft_mean_s), known(obs.queue_time_mean_s)
+    prefill = max(ttft - queued, 0.0) if ttft is not None and queued is not None else 0.0
+    return max(cfg.ttft_bound_s - prefill, 0.0)
+
+
+def _carry_the_queue(
+    state: LawState, obs: Observation, cfg: LawConfig, base: Decision, chosen: Decision, plan: CapPlan | None
 ) -> Decision:
-    """TTFT is past its bound while the queue waits at a binding cap, and the model says the per-token bound
-    holds at a higher cap: go up, in one move, to the smallest cap that outruns the arrivals, never past the
-    per-token cap (the per-token bound first, as the user's objective asks). Past it the queue is the
-    replicas' to answer (the table's TTFT hand-off asks for them)."""
-    assert plan.cap is not None
-    relief = _relief_cap(state, obs, mean_fit, plan.cap)
-    reach = _reach(state, memory, cfg, plan.cap)
-    cap = max(
-        state.cap, min(plan.cap if relief is None else relief, math.floor(state.cap * MAX_RAISE), reach)
+    """The goodput side of the trade, after the per-token side has chosen. A cap whose service falls short
+    of the arrivals grows a queue that ends in every request missing its TTFT: no cut goes below the
+    smallest cap that carries them. Where the backlog, one window ahead, would make a request wait past
+    its TTFT bound behind a binding cap, the cap goes up a step at a time until it would not, giving up the
+    per-token bound as far as it must and asking for replicas (no cap meets both bounds on this many
+    engines). A backlog that the bound absorbs (a burst that ends) is left to queue: the per-token bound
+    first."""
+    upper = mode_cap(chosen.mode, cfg)
+    model = queue_model(state, obs, chosen.state.mean_fit or LeverFit(), chosen.state.running_recent)
+    if model is None:
+        return chosen
+    floor = next((c for c in range(1, upper + 1) if model.carries(c)), upper)
+    if chosen.cap < state.cap and chosen.cap < floor:  # a cut, held at the floor
+        cap = min(state.cap, floor)
+        detail = f"no cut below {floor}, the smallest cap that carries the arrivals; {chosen.detail}"
+        return _decision(state, base, cap, "queue-floor", detail, chosen.replica_wish, _kept(chosen, cap))
+    bound = _wait_bound(obs, cfg)
+    current = max(chosen.cap, state.cap)
+    late = model.late_ahead(current, cfg.window_s, bound) if bound is not None else floor > current
+    if not (late and current < upper and _binding(state, obs, cfg)):
+        return chosen
+    # A step at a time, the table's cut undone (x 1/decrease_factor): the service is extrapolated from the
+    # batch the engine runs now, and every step past the per-token cap costs every request's TPOT.
+    cap = min(upper, max(current + 1, math.floor(current / cfg.decrease_factor)))
+    per_token = plan.cap if plan is not None else None
+    given_up = per_token is None or cap > per_token
+    detail = "the queue would hold requests past their TTFT bound behind a binding cap: raised"
+    if given_up:
+        detail += f" past the per-token cap ({per_token}): no cap meets both bounds, replicas needed"
+    wish: Literal[-1, 0, 1] = 1 if given_up else chosen.replica_wish
+    return _decision(state, base, cap, "queue-relief", detail, wish, _kept(chosen, cap))
+
+
+def _binding(state: LawState, obs: Observation, cfg: LawConfig) -> bool:
+    """The cap is what holds requests back: a queue waits while the batch is at the cap."""
+    running, waiting = known(obs.running), known(obs.waiting)
+    return (
+        running is not None
+        and running >= cfg.queue_binding_fraction * state.cap
+        and waiting is not None
+        and waiting >= max(cfg.queue_min, 1.0)
     )
-    detail = (
-        f"TTFT past its bound behind a binding cap: raised within the per-token bound ({plan.detail})"
-        + ("" if relief is not None else "; no cap within it outruns the arrivals: replicas needed")
-    )
-    return _decision(state, base, cap, "queue-relief", detail, base.replica_wish, memory)
+
+
+def _kept(chosen: Decision, cap: int) -> dict[str, Any]:
+    """The chosen decision's memory (fits, verdict), with the cap the queue overrode it to."""
+    return {**{name: getattr(chosen.state, name) for name in type(chosen.state).model_fields}, "cap": cap}
 
 
 def _infeasible(
