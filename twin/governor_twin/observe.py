@@ -36,7 +36,7 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _mean_histograms(e: Engine) -> dict[str, Histogram]:
+def mean_histograms(e: Engine) -> dict[str, Histogram]:
     """Observation field -> the histogram whose windowed mean it is (as governor.core.promql.MEANS)."""
     return {
         "tpot_mean_s": e.tpot_hist,
@@ -99,7 +99,7 @@ class Observer:
         self._prompt_signals(now)
         e.flush()
         hist = self._histogram()
-        sums = {name: (h.total, float(h.counts.sum())) for name, h in _mean_histograms(e).items()}
+        sums = {name: (h.total, float(h.counts.sum())) for name, h in mean_histograms(e).items()}
         snap = _Snapshot(
             now,
             hist.counts.copy(),

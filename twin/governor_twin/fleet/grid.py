@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from governor.core.law import LawConfig, initial_state
+from governor.core.law import DEFAULT_LAW, LAW_NAMES, LawConfig, initial_state
 from governor.core.planner import Cooldowns, ReplicaBounds
 
 from governor_twin.fleet.ours import Ours
@@ -66,4 +66,7 @@ def entries(scn: FleetScenario) -> list[tuple[str, Factory]]:
     # asked one step at a time (the planner before issue 14).
     out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(), knob="law's wish only", demand_on=False)))
     out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(), knob="unsized steps", sized=False)))
+    # and the other law in the same control step (DEFAULT_LAW runs in every row above)
+    for other in (name for name in LAW_NAMES if name != DEFAULT_LAW):
+        out.append(("law", partial(Ours, cfg, BOUNDS, Cooldowns(), knob=f"{other} law", law=other)))
     return out

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from governor.core.signals import LatencyKind
 from numpy.typing import NDArray
 
 from governor_twin.fleet.fleet import Fleet
-from governor_twin.observe import histogram_quantile
+from governor_twin.observe import histogram_quantile, mean_histograms
 
 HISTORY_S = 400.0  # the longest window any policy asks for, plus slack
 
@@ -31,6 +31,8 @@ class Sample:
     ready: int
     warming: int
     live: int
+    # pooled (sum, count) of the histograms behind the lever means
+    sums: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 class FleetMetrics:
@@ -42,12 +44,16 @@ class FleetMetrics:
         f = self.fleet
         tpot = ttft = None
         success = 0.0
+        sums: dict[str, tuple[float, float]] = {}
         for r in f.replicas:
             e = r.engine
             e.flush()
             tpot = e.tpot_hist.counts.copy() if tpot is None else tpot + e.tpot_hist.counts
             ttft = e.ttft_hist.counts.copy() if ttft is None else ttft + e.ttft_hist.counts
             success += e.success_total
+            for name, h in mean_histograms(e).items():
+                total, count = sums.get(name, (0.0, 0.0))
+                sums[name] = (total + h.total, count + float(h.counts.sum()))
         ready = f.ready(now)
         n = max(len(ready), 1)
         assert tpot is not None and ttft is not None
@@ -62,6 +68,7 @@ class FleetMetrics:
             ready=len(ready),
             warming=len(f.warming(now)),
             live=len(f.live()),
+            sums=sums,
         )
         self.samples.append(s)
         while self.samples and self.samples[0].t < now - HISTORY_S:
@@ -90,6 +97,18 @@ class FleetMetrics:
             return None
         value = histogram_quantile(q, edges, counts)
         return value if value is not None and math.isfinite(value) else None
+
+    def mean(self, name: str, window_s: float) -> float | None:
+        """A pooled windowed mean (sum by () (increase(_sum)) / sum by () (increase(_count))), as
+        governor.core.promql.MEANS asks; None without finished requests in the window."""
+        base = self._base(window_s)
+        if base is None:
+            return None
+        last, first = self.samples[-1].sums.get(name), base.sums.get(name)
+        if last is None or first is None:
+            return None
+        (total, count), (total0, count0) = last, first
+        return (total - total0) / (count - count0) if count > count0 else None
 
     def rate_per_pod(self, window_s: float) -> float | None:
         base = self._base(window_s)

@@ -1,7 +1,8 @@
 """Our policy in the fleet: the operator's own control step (governor.services.control.control_step), law
-(governor.core.law.decide, with its TTFT hand-off) and replica planner (governor.core.planner.plan, sized
-by governor.core.planner.backlog_replicas), driven through an `Edges` whose methods read the fleet twin
-instead of Prometheus and the scale subresource. Nothing here decides: the Edges only measure.
+(the operator's default, governor.core.law.DEFAULT_LAW, or the one named) and replica planner
+(governor.core.planner.plan, sized by governor.core.planner.backlog_replicas), driven through an `Edges`
+whose methods read the fleet twin instead of Prometheus and the scale subresource. Nothing here decides:
+the Edges only measure.
 
 - observe: the pool's P99 of the governed latency and of TTFT over the law's window (sum by le over pods),
   and the per-pod averages of running / waiting / KV use and the per-pod success rate, as
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from governor.core import demand, promql
-from governor.core.law import Decision, LawConfig, LawState, decide, initial_state
+from governor.core.law import DEFAULT_LAW, LAWS, Decision, LawConfig, LawName, LawState, initial_state
 from governor.core.planner import (
     Cooldowns,
     PlannerState,
@@ -39,6 +40,7 @@ from governor.services.control import Applied, Observed, StepReport, control_ste
 from governor_twin.fleet.fleet import Fleet
 from governor_twin.fleet.metrics import FleetMetrics
 
+MEANS = ("tpot_mean_s", "ttft_mean_s", "queue_time_mean_s", "output_tokens_mean")  # Reading's lever inputs
 RECENT_S = 10.0  # arrivals from the queue's growth over the last two scrapes: a step shows at once
 
 
@@ -82,6 +84,7 @@ class FleetEdges:
             kv_usage=s.kv,
             request_rate=rate,
             cap=float(self.fleet.cap),
+            **{name: m.mean(name, cfg.window_s) for name in MEANS},
         )
         return Observed(reading=reading, available=True, fresh=True)
 
@@ -172,8 +175,10 @@ class Ours:
         limits: StepLimits | None = None,
         sized: bool = True,
         demand_on: bool = True,
+        law: LawName = DEFAULT_LAW,
     ) -> None:
         self.cfg = cfg
+        self.law = law
         self.bounds = bounds
         self.cooldowns = cooldowns
         self.limits = limits or StepLimits()
@@ -202,5 +207,5 @@ class Ours:
     async def step(self, now: float) -> None:
         assert self.edges is not None, "attach() first"
         self.edges.now = now
-        report = await control_step(self.state, self.cfg, self.edges, now, law=decide)
+        report = await control_step(self.state, self.cfg, self.edges, now, law=LAWS[self.law])
         self.state = report.decision.state

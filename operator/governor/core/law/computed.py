@@ -236,21 +236,27 @@ def _carry_the_queue(
 ) -> Decision:
     """The goodput side of the trade, after the per-token side has chosen. A cap whose service falls short
     of the arrivals grows a queue that ends in every request missing its TTFT: no cut goes below the
-    smallest cap that carries them. Where the backlog, one window ahead, would make a request wait past
-    its TTFT bound behind a binding cap, the cap goes up a step at a time until it would not, giving up the
-    per-token bound as far as it must and asking for replicas (no cap meets both bounds on this many
-    engines). A backlog that the bound absorbs (a burst that ends) is left to queue: the per-token bound
-    first."""
+    smallest cap that carries them and whose backlog, a window ahead, still waits within the TTFT bound (a
+    cut must not undo the raise below: without this the real CPU engine's demo cut 16 -> 8, raised
+    8 -> 10 -> 12 for the queue, and cut 12 -> 6). Where the backlog, one window ahead, would make a
+    request wait past its TTFT bound behind a binding cap, the cap goes up a step at a time until it would
+    not, giving up the per-token bound as far as it must and asking for replicas (no cap meets both bounds
+    on this many engines). A backlog that the bound absorbs (a burst that ends) is left to queue: the
+    per-token bound first."""
     upper = mode_cap(chosen.mode, cfg)
     model = queue_model(state, obs, chosen.state.mean_fit or LeverFit(), chosen.state.running_recent)
     if model is None:
         return chosen
-    floor = next((c for c in range(1, upper + 1) if model.carries(c)), upper)
+    bound = _wait_bound(obs, cfg)
+
+    def holds(c: int) -> bool:  # carries the arrivals, and the backlog a window ahead waits within the bound
+        return model.carries(c) and (bound is None or not model.late_ahead(c, cfg.window_s, bound))
+
+    floor = next((c for c in range(1, upper + 1) if holds(c)), upper)
     if chosen.cap < state.cap and chosen.cap < floor:  # a cut, held at the floor
         cap = min(state.cap, floor)
         detail = f"no cut below {floor}, the smallest cap that carries the arrivals; {chosen.detail}"
         return _decision(state, base, cap, "queue-floor", detail, chosen.replica_wish, _kept(chosen, cap))
-    bound = _wait_bound(obs, cfg)
     current = max(chosen.cap, state.cap)
     late = model.late_ahead(current, cfg.window_s, bound) if bound is not None else floor > current
     if not (late and current < upper and _binding(state, obs, cfg)):
