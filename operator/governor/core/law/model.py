@@ -122,6 +122,10 @@ class LawState(BaseModel):
     # back to the throughput is a new regime, and forgetting makes them unconfident for a while): without
     # it the table's cuts resumed and walked the cap to the floor (real CPU engine, tests/loop).
     verdict: str | None = None
+    # The cap from which the levers law last raised for the queue with no per-token cap known: one such
+    # step per episode (a raise that then misses the per-token bound must not license the next one; on the
+    # H200 at 12 ms it climbed 58 -> 112 that way).
+    queue_raised_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
