@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         "with its default and two alternative values of its main knob; ours: the operator's control step "
         "(law with its TTFT hand-off + the sized planner + the demand rule) as shipped, with a 120 s "
         "scale-in cooldown, and two ablations: replicas on the law's wish only (no demand rule), and the "
-        "planner asked one step at a time.",
+        "planner asked one step at a time; and the same control step with the other law.",
     ]
     path = report.write(runs, args.out, header)
     print(path)
