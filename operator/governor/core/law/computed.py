@@ -11,11 +11,14 @@ chain of x0.8 steps, and a raise goes up to it and never past it. If the cap doe
 flat across the batches seen), the law stops cutting and asks for replicas; if the line rises with the batch
 and one sequence alone is above the target, no cap and no replica helps, and it keeps throughput and says the
 SLO is infeasible; a verdict stands (no cut) while the fits re-learn, until a confident fit finds a cap that
-meets the target. Then the queue has its say, because goodput counts requests meeting both bounds: no cut goes
-below the smallest cap whose service (c / (prefill + out x tpot(c)) from the mean line) carries the arrivals,
-since below it the queue grows until every TTFT is a miss; and when the backlog, one window ahead, would
-hold a request past its TTFT bound behind a binding cap, the cap goes up a step at a time, past the per-token
-cap if it must, and asks for replicas. A backlog the TTFT bound absorbs (a burst that ends) is left to queue.
+meets the target. Then the queue has its say, because goodput counts requests meeting both bounds, with the
+per-token bound first where a cap is known to meet it: no cut goes below the smallest cap whose service
+(c / (prefill + out x tpot(c)) from the mean line) carries the arrivals and whose backlog, a window ahead,
+waits within the TTFT bound (below it the queue grows until every TTFT is a miss), unless the per-token cap
+lies below; and when the backlog would hold requests past their TTFT bound behind a binding cap, the cap goes
+up a step at a time within the per-token cap (and the trust region), or, with no such cap known and the
+per-token bound already missed, one step per episode, asking for replicas. A backlog the TTFT bound absorbs
+(a burst that ends) is left to queue.
 
 Every raise stays within the evidence (a trust region): the model's raise goes at most to TRUST x the largest
 running batch the quantile line was measured at (LeverFit.support); past that the law takes the rule table's
