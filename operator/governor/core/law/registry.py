@@ -2,8 +2,9 @@
 
 - "rules": the rule table (governor.core.law.decide), the default: 14 rules, each with its measured reason.
 - "levers": the computed law (governor.core.law.computed): the same table decides whether to move; online
-  fits of what the cap does decide how far, veto a cut the cap cannot answer, and trade the per-token bound
-  for the queue when TTFT breaks (benchmarks/results/matrix/REPORT.md has both side by side).
+  fits of what the cap does decide how far and veto a cut the cap cannot answer; a queue model keeps cuts
+  above the cap that carries the arrivals and raises for a backlog past the TTFT bound, within the per-token
+  cap where one is known (benchmarks/results/matrix/REPORT.md has both laws side by side).
 """
 
 from __future__ import annotations
