@@ -114,3 +114,37 @@ def test_a_backlog_the_ttft_bound_absorbs_is_left_to_queue() -> None:
     engine = FluidEngine(arrivals=20.0, waiting=10.0)
     run = drive(engine, config(0.030), ticks=12, start_cap=40)
     assert all(d.reason != "queue-relief" for _, d in run), [d.reason for _, d in run]
+
+
+def test_a_raise_for_the_queue_stays_within_what_the_line_was_measured_at() -> None:
+    # The P99 rises gently with the batch (8 ms + 0.02 ms per sequence): at 12 ms the line puts the
+    # per-token cap near 140, far past anything measured. Then a backlog builds behind the cap: no raise
+    # goes further than 1.25 x the largest batch the line has seen (the H200 at 12 ms paid for a
+    # raise to such a far cap), whichever rule raises, so the cap climbs as the evidence does.
+    cfg = config(0.012)
+    state = LawState(cap=32)
+    decisions: list[Decision] = []
+    seen = 0.0
+    for i in range(80):
+        backlog = i >= 40
+        batch = float(state.cap) if backlog else float(8 + (i * 5) % 25)
+        seen = max(seen, batch)
+        obs = Observation(
+            now_s=i * TICK,
+            p99_s=0.008 + 0.00002 * batch,
+            running=batch,
+            waiting=200.0 + 10.0 * (i - 40) if backlog else 0.0,
+            request_rate=batch / (OUT * 0.006),
+            tpot_mean_s=0.005 + 0.00001 * batch,
+            ttft_p99_s=PREFILL + (8.0 if backlog else 0.0),
+            ttft_mean_s=PREFILL + (4.0 if backlog else 0.0),
+            queue_time_mean_s=4.0 if backlog else 0.0,
+            output_tokens_mean=OUT,
+        )
+        d = LAWS["levers"](state, obs, cfg)
+        assert d.cap <= max(state.cap, int(1.25 * seen)), (i, state.cap, d.cap, d.reason, seen)
+        decisions.append(d)
+        state = d.state
+    relief = [d for d in decisions if d.reason == "queue-relief"]
+    assert all("within the per-token cap" in d.detail for d in relief)
+    assert decisions[-1].cap > 100  # it does climb for the queue, as the evidence grows
