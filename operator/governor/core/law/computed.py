@@ -35,7 +35,7 @@ from dataclasses import replace
 from typing import Any, Literal, NamedTuple
 
 from governor.core.law.decide import decide
-from governor.core.law.derive import known
+from governor.core.law.derive import binding, growth_rate, known, queued
 from governor.core.law.model import Decision, LawConfig, LawState, Observation
 from governor.core.law.steps import mode_cap, raise_cap
 from governor.core.levers.fit import LeverFit
@@ -149,34 +149,36 @@ def _standing(state: LawState, base: Decision, memory: dict[str, Any]) -> Decisi
     return _decision(state, base, state.cap, str(state.verdict), detail, wish, dict(memory))
 
 
-def _trusted(memory: dict[str, Any]) -> int:
+def _trusted(fit: LeverFit | None) -> int:
     """The largest cap the quantile line vouches for: TRUST x the largest batch it was measured at."""
-    fit: LeverFit = memory["quantile_fit"]
-    return math.floor(TRUST * fit.support)
+    return math.floor(TRUST * (fit or LeverFit()).support)
 
 
 def _support(memory: dict[str, Any]) -> str:
     fit: LeverFit = memory["quantile_fit"]
-    return f"batches up to {fit.support:.0f}, trusted to cap {_trusted(memory)}"
+    return f"batches up to {fit.support:.0f}, trusted to cap {_trusted(fit)}"
 
 
 def _reach(state: LawState, memory: dict[str, Any], cfg: LawConfig, upper: int) -> int:
     """The highest cap a raise on the fit's word may take this tick: its trust region, or past it the rule
     table's bounded exploratory step from the current cap."""
-    return max(_trusted(memory), raise_cap(state.cap, upper, cfg))
+    return max(_trusted(memory["quantile_fit"]), raise_cap(state.cap, upper, cfg))
 
 
 def _arrivals(state: LawState, obs: Observation) -> float | None:
-    """Requests per second reaching the engine: completions plus the queue's growth over the window (or,
-    without it, since the last tick); below the completions while a queue drains."""
+    """Requests per second reaching the engine: completions plus the queue's growth (the window's, or since
+    the last tick); below the completions while a queue drains."""
     waiting, rate = known(obs.waiting), known(obs.request_rate)
     if waiting is None or rate is None:
         return None
-    growth = known(obs.queue_growth)
-    last, last_s = state.waiting_prev, state.waiting_prev_s
-    if growth is None and last is not None and last_s is not None and obs.now_s > last_s:
-        growth = (waiting - last) / (obs.now_s - last_s)
+    growth = growth_rate(state, obs.now_s, waiting, known(obs.queue_growth))
     return max(rate + (growth or 0.0), 0.0)
+
+
+def _prefill(obs: Observation) -> float:
+    """A request's prefill time: its mean TTFT beyond its mean time queued (0 when either is unknown)."""
+    ttft, queued_s = known(obs.ttft_mean_s), known(obs.queue_time_mean_s)
+    return max(ttft - queued_s, 0.0) if ttft is not None and queued_s is not None else 0.0
 
 
 class QueueModel(NamedTuple):
@@ -220,12 +222,11 @@ def queue_model(
     batch = sum(recent) / len(recent) if recent else 0.0
     if arrivals is None or rate is None or waiting is None or rate <= 0 or batch < 1:
         return None
-    out, ttft, queued = known(obs.output_tokens_mean), known(obs.ttft_mean_s), known(obs.queue_time_mean_s)
+    out = known(obs.output_tokens_mean)
     work = None
     if mean_fit.count >= 8 and out is not None and out > 0 and mean_fit.predict((batch,)).mean > 0:
         intercept, slope = mean_fit.line()
-        prefill = max(ttft - queued, 0.0) if ttft is not None and queued is not None else 0.0
-        work = Workload(arrivals, out, prefill, TpotLine(intercept, slope))
+        work = Workload(arrivals, out, _prefill(obs), TpotLine(intercept, slope))
     return QueueModel(arrivals, waiting, rate, batch, work)
 
 
@@ -234,9 +235,7 @@ def _wait_bound(obs: Observation, cfg: LawConfig) -> float | None:
     TTFT beyond the mean time queued)."""
     if cfg.ttft_bound_s is None:
         return None
-    ttft, queued = known(obs.ttft_mean_s), known(obs.queue_time_mean_s)
-    prefill = max(ttft - queued, 0.0) if ttft is not None and queued is not None else 0.0
-    return max(cfg.ttft_bound_s - prefill, 0.0)
+    return max(cfg.ttft_bound_s - _prefill(obs), 0.0)
 
 
 def _carry_the_queue(
@@ -247,10 +246,11 @@ def _carry_the_queue(
     smallest cap that carries them and whose backlog, a window ahead, still waits within the TTFT bound (a
     cut must not undo the raise below: without this the real CPU engine's demo cut 16 -> 8, raised
     8 -> 10 -> 12 for the queue, and cut 12 -> 6). Where the backlog, one window ahead, would make a
-    request wait past its TTFT bound behind a binding cap, the cap goes up a step at a time until it would
-    not, giving up the per-token bound as far as it must and asking for replicas (no cap meets both bounds
-    on this many engines). A backlog that the bound absorbs (a burst that ends) is left to queue: the
-    per-token bound first."""
+    request wait past its TTFT bound behind a binding cap, the cap goes up a step at a time, within the
+    per-token cap where a confident fit knows one (and its trust region); with none known and the per-token
+    bound already missed at this cap, one step per episode, asking for replicas (no cap is known to meet
+    both bounds). A backlog that the bound absorbs (a burst that ends) is left to queue: the per-token
+    bound first."""
     decision, origin = _queue_side(state, obs, cfg, base, chosen, plan)
     if decision.state.queue_raised_from == origin:
         return decision
@@ -282,7 +282,7 @@ def _queue_side(
         detail = f"no cut below {floor}, the smallest cap that carries the arrivals; {chosen.detail}"
         held = _decision(state, base, cap, "queue-floor", detail, chosen.replica_wish, _kept(chosen, cap))
         return held, origin
-    if not (late and current < upper and _binding(state, obs, cfg)):
+    if not (late and current < upper and _held_back(state, obs, cfg)):
         return chosen, origin
     missed = (base.state.p99_smoothed or 0.0) > cfg.band_high * cfg.slo_target_s
     if per_token is None and (not missed or (origin is not None and current > origin)):
@@ -294,8 +294,7 @@ def _queue_side(
     # 12 ms a relief to "the per-token cap (118)" from 41 cost a third of the requests).
     step = max(current + 1, math.floor(current / cfg.decrease_factor))
     if per_token is not None:
-        trusted = math.floor(TRUST * (chosen.state.quantile_fit or LeverFit()).support)
-        cap = min(upper, step, per_token, max(trusted, current))
+        cap = min(upper, step, per_token, max(_trusted(chosen.state.quantile_fit), current))
         if cap <= current:
             return chosen, origin  # the queue is the replicas' now (the table's TTFT hand-off asks)
         detail = (
@@ -323,15 +322,10 @@ def _meetable(plan: CapPlan | None) -> int | None:
     return plan.cap
 
 
-def _binding(state: LawState, obs: Observation, cfg: LawConfig) -> bool:
-    """The cap is what holds requests back: a queue waits while the batch is at the cap."""
+def _held_back(state: LawState, obs: Observation, cfg: LawConfig) -> bool:
+    """A queue waits and the cap binds: the cap is what holds requests back."""
     running, waiting = known(obs.running), known(obs.waiting)
-    return (
-        running is not None
-        and running >= cfg.queue_binding_fraction * state.cap
-        and waiting is not None
-        and waiting >= max(cfg.queue_min, 1.0)
-    )
+    return queued(waiting, cfg) and binding(state.cap, running, waiting, cfg)
 
 
 def _kept(chosen: Decision, cap: int) -> dict[str, Any]:
@@ -363,9 +357,7 @@ def _inert(
     gave away (the fits follow the batch up; a slope that appears ends the verdict)."""
     cap = max(state.cap, base.cap)  # a raise the table wants (throughput) is fine; a cut is not
     violating = (base.state.p99_smoothed or 0.0) > cfg.band_high * cfg.slo_target_s
-    running, waiting = known(obs.running), known(obs.waiting)
-    queued = waiting is not None and waiting >= max(cfg.queue_min, 1.0)
-    if violating and queued and running is not None and running >= cfg.queue_binding_fraction * state.cap:
+    if violating and _held_back(state, obs, cfg):
         cap = max(cap, min(upper, math.ceil(state.cap * MAX_RAISE), _reach(state, memory, cfg, upper)))
     pressure = state.pressure_ticks + 1 if violating else 0
     wish: Literal[-1, 0, 1] = 1 if pressure >= cfg.replica_after_ticks else base.replica_wish
@@ -390,7 +382,7 @@ def _computed(
     elif base.reason == "headroom":
         # Up to the model's cap in one move, and never past it: the table's raise reads a P99 that lags. Past
         # the fit's trust region only as far as the table's own step goes.
-        reach = max(_trusted(memory), base.cap)
+        reach = max(_trusted(memory["quantile_fit"]), base.cap)
         cap = max(
             state.cap, min(plan.cap, math.floor(state.cap * MAX_RAISE), mode_cap(base.mode, cfg), reach)
         )

@@ -52,6 +52,16 @@ class QueueGrowth:
     overloaded: bool
 
 
+def growth_rate(state: LawState, now: float, waiting: float | None, reported: float | None) -> float | None:
+    """The queue's growth in req/s: the window's as reported, else since the last tick's reading."""
+    if reported is not None:
+        return reported
+    if waiting is None or state.waiting_prev is None or not state.waiting_prev_s:
+        return None
+    dt = now - state.waiting_prev_s
+    return (waiting - state.waiting_prev) / dt if dt > 0 else None
+
+
 def queue_growth(
     state: LawState,
     now: float,
@@ -60,10 +70,7 @@ def queue_growth(
     rate: float | None,
     cfg: LawConfig,
 ) -> QueueGrowth:
-    growth = reported_growth
-    if growth is None and waiting is not None and state.waiting_prev is not None and state.waiting_prev_s:
-        dt = now - state.waiting_prev_s
-        growth = (waiting - state.waiting_prev) / dt if dt > 0 else None
+    growth = growth_rate(state, now, waiting, reported_growth)
     growing = (
         queued(waiting, cfg)
         and growth is not None
