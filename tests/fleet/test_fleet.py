@@ -67,10 +67,10 @@ def test_routers_spread_the_load(router: str) -> None:
     assert shares.min() > 0.15
 
 
-def test_ours_scales_out_through_the_planner_when_the_queue_grows() -> None:
+def _queue_scenario() -> FleetScenario:
     rng = np.random.default_rng(3)
     n = 80 * 300  # ~2.5 replicas' worth on one replica
-    scn = FleetScenario(
+    return FleetScenario(
         "t",
         "",
         np.sort(rng.uniform(0, 300, n)),
@@ -80,9 +80,29 @@ def test_ours_scales_out_through_the_planner_when_the_queue_grows() -> None:
         30.0,
         1,
     )
-    cfg = LawConfig(slo_target_s=0.025, ceiling=256, gpu_type="h200", ttft_bound_s=2.5)
-    policy = Ours(cfg, ReplicaBounds(min_replicas=1, max_replicas=4), Cooldowns())
-    result = run(scn, policy, "law")
+
+
+CFG = LawConfig(slo_target_s=0.025, ceiling=256, gpu_type="h200", ttft_bound_s=2.5)
+
+
+def test_ours_scales_out_through_the_planner_when_the_queue_grows() -> None:
+    policy = Ours(CFG, ReplicaBounds(min_replicas=1, max_replicas=4), Cooldowns())
+    result = run(_queue_scenario(), policy, "law")
     assert policy.edges is not None and any(r.desired_replicas for r in policy.edges.reports)
     assert result.live.max() >= 2 and result.replica_changes >= 1
     assert policy.edges.planner.replicas == int(result.live[-1])
+
+
+def test_the_levers_law_learns_from_the_pooled_means_in_the_fleet() -> None:
+    # The levers law fits its lines on the pooled mean TPOT (sum of the engines' histogram sums over their
+    # counts): without those means its mean line never learns and its queue side has no service model.
+    policy = Ours(CFG, ReplicaBounds(min_replicas=1, max_replicas=4), Cooldowns(), law="levers")
+    run(_queue_scenario(), policy, "law")
+    assert policy.edges is not None
+    metrics = policy.edges.metrics
+    last, base = metrics.samples[-1], metrics._base(CFG.window_s)
+    assert base is not None
+    (total, count), (total0, count0) = last.sums["tpot_mean_s"], base.sums["tpot_mean_s"]
+    assert metrics.mean("tpot_mean_s", CFG.window_s) == pytest.approx((total - total0) / (count - count0))
+    assert 0.004 < (total - total0) / (count - count0) < 0.1  # seconds per token on the H200 profile
+    assert policy.state.mean_fit is not None and policy.state.mean_fit.count >= 8
