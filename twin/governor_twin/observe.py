@@ -140,5 +140,6 @@ class Observer:
             prompt_p95=self.prompt_p95,
             long_prompt_rate=long_rate,
             ttft_p99_s=_finite(ttft_p99),
+            token_budget=float(e.token_budget),
             **means,
         )

@@ -34,6 +34,11 @@ class Policy(Protocol):
     @property
     def last_reason(self) -> str: ...
 
+    @property
+    def token_budget(self) -> int | None:
+        """The token budget the last decision holds; None: the engine keeps its own."""
+        ...
+
 
 @dataclass
 class LawPolicy:
@@ -45,6 +50,7 @@ class LawPolicy:
     initial_cap: int | None = None  # overrides initial_state(cfg) (the seed starts at its 256 "normal" mode)
     state: LawState | None = None
     last_reason: str = ""
+    token_budget: int | None = None
     decisions: list[Decision] = field(default_factory=list)
 
     @property
@@ -60,6 +66,7 @@ class LawPolicy:
         if self.initial_cap is not None:
             self.state = self.state.model_copy(update={"cap": min(self.initial_cap, ceiling)})
         self.decisions = []
+        self.token_budget = None
         return self.state.cap
 
     def decide(self, obs: Observation) -> int:
@@ -67,6 +74,7 @@ class LawPolicy:
         d = self.law(self.state, obs, self.config)
         self.state = d.state
         self.last_reason = d.reason
+        self.token_budget = d.token_budget
         return d.cap
 
 
@@ -76,6 +84,7 @@ class StaticPolicy:
     tick_s: float = 5.0
     window_s: float = 60.0
     last_reason: str = "static"
+    token_budget: int | None = None
 
     @property
     def name(self) -> str:
@@ -97,6 +106,7 @@ class SchedulePolicy:
     tick_s: float = 5.0
     window_s: float = 60.0
     last_reason: str = "schedule"
+    token_budget: int | None = None
 
     def start(self, ceiling: int) -> int:
         return self.caps[0][1]
@@ -125,6 +135,7 @@ class AimdPolicy:
     cap: int = 0
     hold_until: float = 0.0
     last_reason: str = ""
+    token_budget: int | None = None
 
     def start(self, ceiling: int) -> int:
         self.ceiling = ceiling
@@ -167,6 +178,7 @@ class StepGuardPolicy:
     pending_until: float = 0.0
     pending_drain: int | None = None
     last_reason: str = ""
+    token_budget: int | None = None
 
     def start(self, ceiling: int) -> int:
         self.ceiling = ceiling

@@ -74,6 +74,8 @@ def run(
         engine.advance(now)
         obs = observer.observe(now)
         cap = engine.set_cap(policy.decide(obs))
+        if policy.token_budget is not None:
+            engine.set_token_budget(policy.token_budget)
         t_list.append(now)
         cap_list.append(cap)
         p99_list.append(math.nan if obs.p99_s is None else obs.p99_s)

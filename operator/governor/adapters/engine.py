@@ -80,7 +80,8 @@ class Actuator:
         self.backoff_s = backoff_s
         self.verify_s = verify_s
         self._clock = clock
-        self._applied: dict[str, tuple[int, float]] = {}  # identity -> (cap held, when confirmed)
+        # identity -> (cap held, token budget held or None where never written, when confirmed)
+        self._applied: dict[str, tuple[int, int | None, float]] = {}
         self._groups: dict[Hashable, set[str]] = {}  # group -> identities of its pods at its last ensure
 
     async def aclose(self) -> None:
@@ -116,34 +117,43 @@ class Actuator:
         except (httpx.HTTPError, _Retryable, RuntimeError, ValidationError) as exc:
             return PodResult(pod=pod.name, ok=False, error=f"{type(exc).__name__}: {exc}")
 
-    async def _ensure_one(self, pod: PodTarget, cap: int, force: bool) -> PodResult:
+    async def _ensure_one(self, pod: PodTarget, cap: int, budget: int | None, force: bool) -> PodResult:
         now = self._clock()
         held = self._applied.get(pod.identity)
+        same = held is not None and held[0] == cap and (budget is None or held[1] == budget)
         try:
-            if not force and held is not None and held[0] == cap and now - held[1] < self.verify_s:
+            if not force and held is not None and same and now - held[2] < self.verify_s:
                 return PodResult(pod=pod.name, ok=True, limits=None)
-            if not force and held is not None and held[0] == cap:
+            if not force and held is not None and same:
                 limits = await self._call("GET", pod)  # verification: still holding it?
-                if limits.cap == cap:
-                    self._applied[pod.identity] = (cap, now)
+                if limits.cap == cap and (budget is None or limits.token_budget == budget):
+                    self._applied[pod.identity] = (cap, limits.token_budget, now)
                     return PodResult(pod=pod.name, ok=True, limits=limits)
-            limits = await self._call("PUT", pod, {"cap": cap})
+            body = {"cap": cap} if budget is None else {"cap": cap, "token_budget": budget}
+            limits = await self._call("PUT", pod, body)
         except (httpx.HTTPError, _Retryable, RuntimeError, ValidationError) as exc:
             self._applied.pop(pod.identity, None)
             return PodResult(pod=pod.name, ok=False, error=f"{type(exc).__name__}: {exc}")
-        self._applied[pod.identity] = (limits.cap, now)
+        self._applied[pod.identity] = (limits.cap, limits.token_budget, now)
         return PodResult(pod=pod.name, ok=True, limits=limits, written=True)
 
     async def ensure(
-        self, pods: Sequence[PodTarget], cap: int, *, force: bool = False, group: Hashable = None
+        self,
+        pods: Sequence[PodTarget],
+        cap: int,
+        *,
+        token_budget: int | None = None,
+        force: bool = False,
+        group: Hashable = None,
     ) -> list[PodResult]:
-        """Make every pod hold `cap`. Never raises; one result per pod, in order.
+        """Make every pod hold `cap` (and `token_budget`, when given; else each keeps its own). Never
+        raises; one result per pod, in order.
 
         `pods` are all of `group`'s pods (the operator's one Actuator serves every InferenceService, each
         its own group): a pod of the group missing from them has left and is forgotten, so a returning IP is
         written again. Other groups' pods are kept: forgetting them re-wrote every pod on every tick.
         """
-        results = await asyncio.gather(*(self._ensure_one(p, cap, force) for p in pods))
+        results = await asyncio.gather(*(self._ensure_one(p, cap, token_budget, force) for p in pods))
         live = {p.identity for p in pods}
         for gone in self._groups.get(group, set()) - live:
             self._applied.pop(gone, None)
@@ -159,3 +169,9 @@ class Actuator:
         """The cap every listed pod is known to hold (the lowest, if they differ); None if unknown."""
         caps = [self._applied[p.identity][0] for p in pods if p.identity in self._applied]
         return min(caps) if caps and len(caps) == len(pods) else None
+
+    def held_budget(self, pods: Sequence[PodTarget]) -> int | None:
+        """The token budget every listed pod is known to hold (the lowest); None if unknown."""
+        budgets = [self._applied[p.identity][1] for p in pods if p.identity in self._applied]
+        known = [b for b in budgets if b is not None]
+        return min(known) if known and len(known) == len(pods) else None

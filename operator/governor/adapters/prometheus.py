@@ -130,5 +130,6 @@ _SCALARS = (
     "prompt_p95",
     "long_prompt_rate",
     "cap",
+    "token_budget",
     *promql.MEANS,
 )

@@ -201,5 +201,6 @@ class DirectScraper:
             prompt_p95=gauge(signals.RUNTIME_PROMPT_P95, max),
             long_prompt_rate=rate(signals.RUNTIME_LONG_PROMPTS),
             cap=gauge(signals.RUNTIME_CAP, min),
+            token_budget=gauge(signals.RUNTIME_TOKEN_BUDGET, min),
             **{name: _mean(pairs, histogram) for name, histogram in promql.MEANS.items()},
         )

@@ -103,6 +103,7 @@ def queries(
         prompt_p95=f"max by ({g.by}) ({signals.RUNTIME_PROMPT_P95}{{{g.selector}}})",
         long_prompt_rate=_avg_rate(signals.RUNTIME_LONG_PROMPTS, g, window_s),
         cap=f"min by ({g.by}) ({signals.RUNTIME_CAP}{{{g.selector}}})",
+        token_budget=f"min by ({g.by}) ({signals.RUNTIME_TOKEN_BUDGET}{{{g.selector}}})",
         **{name: mean(histogram, g, window_s) for name, histogram in MEANS.items()},
         # When each service was last scraped: older than the staleness limit means every value is stale.
         last_scrape=f"max by ({g.by}) (timestamp({signals.RUNNING}{{{g.selector}}}))",

@@ -31,6 +31,7 @@ class Reading:
     prompt_p95: float | None = None
     long_prompt_rate: float | None = None
     cap: float | None = None  # the cap the engines hold (min over pods), from the runtime's gauge
+    token_budget: float | None = None  # the per-step token budget they hold (min over pods), likewise
     # Pooled means over the window (promql.MEANS): the lever model's inputs.
     tpot_mean_s: float | None = None
     ttft_mean_s: float | None = None
@@ -58,6 +59,7 @@ class Reading:
             output_tokens_mean=self.output_tokens_mean,
             # the readers add TTFT at every quantile asked for (promql.with_ttft)
             ttft_p99_s=self.p99(LatencyKind.TTFT, quantile),
+            token_budget=self.token_budget,
         )
 
 

@@ -37,6 +37,7 @@ class Applied:
 
     held_cap: int | None
     errors: tuple[str, ...] = ()
+    held_budget: int | None = None  # likewise the token budget, where the engines report it
 
 
 class Edges(Protocol):
@@ -44,7 +45,9 @@ class Edges(Protocol):
 
     async def observe(self) -> Observed: ...
 
-    async def actuate(self, cap: int) -> Applied: ...
+    async def actuate(self, cap: int, token_budget: int | None = None) -> Applied:
+        """Make the engines hold `cap`, and `token_budget` when given (None: each keeps its own)."""
+        ...
 
     async def plan_replicas(self, wish: Literal[-1, 0, 1], decision: Decision, now_s: float) -> int | None:
         """Hand the law's replica wish to the replica planner; answer the replicas it now wants, if any.
@@ -100,7 +103,7 @@ async def control_step(
         decision = law(state, reading.observation(now_s, cfg.latency_kind, cfg.quantile), cfg)
     else:
         decision = hold(state, static_cap)
-    applied = await edges.actuate(decision.cap)
+    applied = await edges.actuate(decision.cap, decision.token_budget)
     desired = await edges.plan_replicas(decision.replica_wish, decision, now_s)
     report = StepReport(
         decision=decision,

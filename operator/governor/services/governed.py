@@ -165,17 +165,18 @@ class ClusterEdges:
         )
         return Observed(reading, snapshot.available, self.key in snapshot.services, snapshot.error)
 
-    async def actuate(self, cap: int) -> Applied:
-        results = await self.ctx.actuator.ensure(self.targets, cap, group=self.key)
+    async def actuate(self, cap: int, token_budget: int | None = None) -> Applied:
+        ensure = self.ctx.actuator.ensure
+        results = await ensure(self.targets, cap, token_budget=token_budget, group=self.key)
         if any(r.error and "401" in r.error for r in results):  # the Secret was rotated: read it again
             token = await self.ctx.token(self.key, refresh=True)
             self.targets = [t for t in (p.target(token) for p in self.pods) if t is not None]
-            results = await self.ctx.actuator.ensure(self.targets, cap, force=True, group=self.key)
+            results = await ensure(self.targets, cap, token_budget=token_budget, force=True, group=self.key)
         errors = tuple(f"pod {r.pod}: cap {cap} not applied: {r.error}" for r in results if not r.ok)
         for error in errors:
             self.logger.warning(error)
-        held = self.ctx.actuator.held([t for t, r in zip(self.targets, results, strict=True) if r.ok])
-        return Applied(held, errors)
+        ok = [t for t, r in zip(self.targets, results, strict=True) if r.ok]
+        return Applied(self.ctx.actuator.held(ok), errors, self.ctx.actuator.held_budget(ok))
 
     def _demand(self) -> int | None:
         """The replicas the measured demand needs, when above spec.replicas (governor.core.demand)."""

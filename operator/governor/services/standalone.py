@@ -117,10 +117,11 @@ class Standalone:
             error=snapshot.error,
         )
 
-    async def actuate(self, cap: int) -> Applied:
-        results = await self.actuator.ensure(self.pods, cap)
-        held = self.actuator.held([p for p, r in zip(self.pods, results, strict=True) if r.ok])
-        return Applied(held, tuple(f"{r.pod}: {r.error}" for r in results if not r.ok))
+    async def actuate(self, cap: int, token_budget: int | None = None) -> Applied:
+        results = await self.actuator.ensure(self.pods, cap, token_budget=token_budget)
+        ok = [p for p, r in zip(self.pods, results, strict=True) if r.ok]
+        errors = tuple(f"{r.pod}: {r.error}" for r in results if not r.ok)
+        return Applied(self.actuator.held(ok), errors, self.actuator.held_budget(ok))
 
     async def plan_replicas(self, wish: Literal[-1, 0, 1], decision: Decision, now_s: float) -> int | None:
         """No replicas to write here: the planner's answer is exported and logged for whatever scales."""

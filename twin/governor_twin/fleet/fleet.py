@@ -69,6 +69,7 @@ class Fleet:
         self.cfg = cfg
         self.rng = np.random.default_rng(cfg.seed)
         self.cap = cap
+        self.token_budget = profile.token_budget
         self.replicas: list[Replica] = []
         self.clock = 0.0
         self._rr = 0
@@ -91,7 +92,7 @@ class Fleet:
     def _add(self, now: float, ready_at: float | None = None) -> Replica:
         lo, hi = self.cfg.start_delay_s
         ready = ready_at if ready_at is not None else now + float(self.rng.uniform(lo, hi))
-        engine = Engine(self.profile, cap=self.cap, seed=len(self.replicas))
+        engine = Engine(self.profile, cap=self.cap, token_budget=self.token_budget, seed=len(self.replicas))
         engine.clock = now
         rep = Replica(len(self.replicas), engine, now, ready)
         self.replicas.append(rep)
@@ -139,6 +140,13 @@ class Fleet:
             if r.deleted_s is None:
                 r.engine.set_cap(self.cap)
         return self.cap
+
+    def set_token_budget(self, budget: int) -> int:
+        self.token_budget = max(1, min(budget, self.profile.token_budget))
+        for r in self.replicas:
+            if r.deleted_s is None:
+                r.engine.set_token_budget(self.token_budget)
+        return self.token_budget
 
     def set_caps(self, caps: dict[int, int]) -> None:
         """Per-replica caps (replica index -> cap), where engines differ."""

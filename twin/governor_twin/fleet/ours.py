@@ -84,12 +84,15 @@ class FleetEdges:
             kv_usage=s.kv,
             request_rate=rate,
             cap=float(self.fleet.cap),
+            token_budget=float(self.fleet.token_budget),
             **{name: m.mean(name, cfg.window_s) for name in MEANS},
         )
         return Observed(reading=reading, available=True, fresh=True)
 
-    async def actuate(self, cap: int) -> Applied:
-        return Applied(held_cap=self.fleet.set_cap(cap))
+    async def actuate(self, cap: int, token_budget: int | None = None) -> Applied:
+        if token_budget is not None:
+            self.fleet.set_token_budget(token_budget)
+        return Applied(held_cap=self.fleet.set_cap(cap), held_budget=self.fleet.token_budget)
 
     def _arrivals(self) -> float | None:
         """Completions over the law's window plus the queue's recent growth (service totals)."""

@@ -34,6 +34,7 @@ import math
 from dataclasses import replace
 from typing import Any, Literal, NamedTuple
 
+from governor.core.law.budget import budget_left, with_budget
 from governor.core.law.decide import decide
 from governor.core.law.derive import binding, growth_rate, known, queued
 from governor.core.law.model import Decision, LawConfig, LawState, Observation
@@ -41,7 +42,6 @@ from governor.core.law.steps import mode_cap, raise_cap
 from governor.core.levers.fit import LeverFit
 from governor.core.levers.plan import CapPlan, PlanSettings, plan_cap
 from governor.core.levers.queueing import TpotLine, Workload, service_rate
-from governor.core.signals import LatencyKind
 
 # Largest raise one computed move makes: a cap far above every batch the fits have seen is extrapolation;
 # doubling per move still reaches any ceiling from 1 in 8 moves.
@@ -100,9 +100,21 @@ def _per_token_plan(state: LawState, cfg: LawConfig, fits: tuple[LeverFit, Lever
 def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
     base = decide(state, obs, cfg)
     chosen, plan = _per_token(state, obs, cfg, base)
-    if cfg.latency_kind is not LatencyKind.TPOT or known(obs.p99_s) is None:
-        return chosen
-    return _carry_the_queue(state, obs, cfg, base, chosen, plan)
+    if cfg.latency_kind.per_token and known(obs.p99_s) is not None:
+        chosen = _carry_the_queue(state, obs, cfg, base, chosen, plan)
+    if chosen.cap < state.cap and _budget_first(state, obs, cfg, state.cap):
+        # An inter-token P99 is the step that carries a prefill chunk: the budget is its lever (measured,
+        # budget.py), and a cut of the cap costs everyone's throughput, so the budget goes first.
+        detail = f"the token budget first for an inter-token SLO; the cap's cut waits ({chosen.detail})"
+        chosen = _decision(
+            state, base, state.cap, "budget-first", detail, chosen.replica_wish, _kept(chosen, state.cap)
+        )
+    return with_budget(state, obs, cfg, chosen)
+
+
+def _budget_first(state: LawState, obs: Observation, cfg: LawConfig, cap: int) -> bool:
+    """The token budget may still answer an inter-token miss (budget.py: the inter-token SLO's lever)."""
+    return budget_left(state, obs, cfg, cap)
 
 
 def _per_token(
@@ -117,7 +129,7 @@ def _per_token(
         "running_recent": recent,
         "verdict": state.verdict,
     }
-    if cfg.latency_kind is not LatencyKind.TPOT or known(obs.p99_s) is None:
+    if not cfg.latency_kind.per_token or known(obs.p99_s) is None:
         # TTFT and e2e SLOs are queue-driven (never cut for them); no data holds: the rule table answers.
         return _with(base, base.state.model_copy(update=memory)), None
     upper = mode_cap(base.mode, cfg)
@@ -272,7 +284,9 @@ def _queue_side(
 
     per_token = _meetable(plan)
     floor = next((c for c in range(1, upper + 1) if holds(c)), upper)
-    if per_token is not None:  # the per-token bound first, where a cap meets it
+    if per_token is not None and not _budget_first(state, obs, cfg, floor):
+        # The per-token bound first, where a cap meets it; for an inter-token SLO, while the token budget may
+        # still answer the miss without starving the queue, it goes first (it costs the long prompts' TTFT).
         floor = min(floor, per_token)
     current = max(chosen.cap, state.cap)
     late = model.late_ahead(current, cfg.window_s, bound) if bound is not None else floor > current

@@ -126,6 +126,15 @@ class LawState(BaseModel):
     # step per episode (a raise that then misses the per-token bound must not license the next one; on the
     # H200 at 12 ms it climbed 58 -> 112 that way).
     queue_raised_from: int | None = None
+    # The token budget (governor.core.law.budget, levers law only): the budget the law holds (None: it has
+    # never moved it, the engine keeps its own), the largest the engine has reported (its startup value),
+    # the line of the per-token quantile in the budget, when the budget last moved, and its verdict.
+    budget: int | None = None
+    budget_ceiling: int | None = None
+    budget_fit: LeverFit | None = None
+    budget_moved_s: float | None = None
+    budget_verdict: str | None = None
+    budget_missed: int | None = None  # the budget of the last per-token miss it cut from (rule 14's memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +157,7 @@ class Observation:
     queue_time_mean_s: float | None = None  # mean time in the waiting queue
     output_tokens_mean: float | None = None  # mean generated tokens per finished request
     ttft_p99_s: float | None = None  # TTFT at the SLO's quantile: the goodput bound is judged on it
+    token_budget: float | None = None  # the per-step token budget the engines hold (the lowest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +169,7 @@ class Decision:
     replica_wish: Literal[-1, 0, 1]
     state: LawState
     previous_cap: int
+    token_budget: int | None = None  # the budget to hold beside the cap; None: leave the engine's own
 
     @property
     def direction(self) -> Literal["up", "down", "hold"]:
