@@ -56,3 +56,19 @@ async def test_a_wrong_token_is_refused_once_not_retried(engine_limits: Engine) 
     above = (await actuator.ensure([pod(engine_limits)], engine_limits.ceiling + 1))[0]
     assert not above.ok and "422" in (above.error or "")
     await actuator.aclose()
+
+
+async def test_the_token_budget_moves_beside_the_cap_and_is_repaired(engine_limits: Engine) -> None:
+    actuator = Actuator(verify_s=0.0)
+    ceiling = int(engine_limits.limits()["token_budget_ceiling"])
+    budget = max(ceiling // 2, 16)
+    result = (await actuator.ensure([pod(engine_limits)], 8, token_budget=budget))[0]
+    assert result.written and result.limits is not None and result.limits.token_budget == budget
+    assert engine_limits.limits()["token_budget"] == budget and engine_limits.limits()["cap"] == 8
+    assert actuator.held_budget([pod(engine_limits)]) == budget
+    engine_limits.set_limits(token_budget=ceiling)  # moved behind its back: the next verification repairs it
+    await actuator.ensure([pod(engine_limits)], 8, token_budget=budget)
+    assert engine_limits.limits()["token_budget"] == budget
+    await actuator.ensure([pod(engine_limits)], 8)  # no budget given: the engine keeps the one it holds
+    assert engine_limits.limits()["token_budget"] == budget
+    await actuator.aclose()

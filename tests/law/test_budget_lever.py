@@ -1,0 +1,126 @@
+"""The token budget as the inter-token SLO's lever (governor.core.law.budget), in the levers law.
+
+On the twin's H200 engine, long prompts among short chats make every step that carries a prefill chunk slow
+for every decode in it: the inter-token P99 goes past the target at any cap. The law must answer with the
+budget, not by cutting the cap (which builds a queue that breaks every TTFT), and give the budget back when
+it buys nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+from governor.core.law import LAWS, Decision, LawConfig, LawState, Observation, initial_state
+from governor.core.signals import LatencyKind
+from governor_twin.policies import LawPolicy, StaticPolicy
+from governor_twin.scenarios import Scenario
+from governor_twin.sim import RunResult, run
+
+TARGET_S = 0.03
+SHORT = {"kind": "uniform", "low": 256, "high": 1024}
+MIXED = {"kind": "mix", "parts": [{"weight": 0.9, **SHORT}, {"weight": 0.1, "low": 3000, "high": 3800}]}
+
+
+def _scenario(kind: LatencyKind) -> Scenario:
+    return Scenario.from_json(
+        {
+            "name": "long-prompts",
+            "profile": "h200_llama8b",
+            "slo": {"latency": kind.value, "target_s": TARGET_S, "ttft_s": 2.5},
+            "phases": [
+                {"name": "chats", "duration_s": 90, "arrivals": {"kind": "poisson", "rate_rps": 5}},
+                {"name": "mixed", "duration_s": 360, "arrivals": {"kind": "poisson", "rate_rps": 15},
+                 "prompt": MIXED},
+            ],
+        }
+    )  # fmt: skip
+
+
+def _law(kind: LatencyKind, law: str = "levers") -> LawPolicy:
+    cfg = LawConfig(slo_target_s=TARGET_S, latency_kind=kind, ceiling=256, gpu_type="h200", ttft_bound_s=2.5)
+    return LawPolicy(law, cfg, law=LAWS[law])
+
+
+def _met(result: RunResult, start_s: float) -> float:
+    """Share of the ticks after `start_s` whose governed P99 meets the target."""
+    late = result.tick_t >= start_s
+    return float(np.mean(result.tick_p99[late] <= TARGET_S))
+
+
+def _ttft_p99(result: RunResult) -> float:
+    return float(np.percentile(result.ttft[result.done], 99))
+
+
+def test_an_inter_token_miss_from_prefill_chunks_is_answered_with_the_budget_not_the_cap() -> None:
+    scenario = _scenario(LatencyKind.INTER_TOKEN)
+    static = run(scenario, StaticPolicy(128))
+    policy = _law(LatencyKind.INTER_TOKEN)
+    seen: list[Decision] = []
+    decide = policy.law
+    policy.law = lambda s, o, c: seen.append(decide(s, o, c)) or seen[-1]
+    governed = run(scenario, policy)
+    late = 180.0  # a minute and a half into the mixed phase: the budget has had its windows to learn
+    assert _met(static, late) < 0.6  # the chunks break the target at a fixed budget
+    assert _met(governed, late) >= 0.85
+    assert _met(governed, late) >= _met(static, late) + 0.3
+    assert governed.tick_cap[governed.tick_t >= late].min() >= 100  # the cap was not what moved
+    assert _ttft_p99(governed) < 2.5 and not governed.refused.any()  # no queue built
+    budgets = [d.token_budget for d in seen if d.token_budget is not None]
+    assert budgets and min(budgets) <= 1024  # the engine's 8192 came down to a chunk a step carries
+    assert any(d.reason == "budget-explore" for d in seen)
+
+
+def test_the_rule_table_cuts_the_cap_there_and_breaks_ttft() -> None:
+    """The contrast that makes the lever matter: the rule table's cuts build the queue."""
+    governed = run(_scenario(LatencyKind.INTER_TOKEN), _law(LatencyKind.INTER_TOKEN, "rules"))
+    assert _ttft_p99(governed) > 10.0
+
+
+def test_a_tpot_slo_leaves_the_budget_to_the_engine() -> None:
+    policy = _law(LatencyKind.TPOT)
+    seen: list[Decision] = []
+    decide = policy.law
+    policy.law = lambda s, o, c: seen.append(decide(s, o, c)) or seen[-1]
+    run(_scenario(LatencyKind.TPOT), policy)
+    assert seen and all(d.token_budget is None for d in seen)
+
+
+def _flat_engine(cfg: LawConfig, ticks: int) -> list[Decision]:
+    """An engine whose inter-token P99 does not move with the budget (nor the cap): 50 ms whatever."""
+    state: LawState = initial_state(cfg)
+    budget, out = 8192.0, []
+    for k in range(1, ticks + 1):
+        obs = Observation(
+            now_s=5.0 * k,
+            p99_s=0.05 + 0.001 * (k % 3),  # a little noise: a line needs residuals
+            running=0.9 * state.cap,
+            waiting=0.0,
+            request_rate=10.0,
+            prompt_p95=3500.0,
+            token_budget=budget,
+            tpot_mean_s=0.02,
+            ttft_mean_s=0.3,
+            queue_time_mean_s=0.0,
+            output_tokens_mean=150.0,
+            ttft_p99_s=0.5,
+        )
+        decision = LAWS["levers"](state, obs, cfg)
+        state = decision.state
+        if decision.token_budget is not None:
+            budget = float(decision.token_budget)
+        out.append(decision)
+    return out
+
+
+def test_a_budget_that_buys_nothing_is_given_back_and_the_verdict_says_so() -> None:
+    kind = LatencyKind.INTER_TOKEN
+    cfg = LawConfig(slo_target_s=TARGET_S, latency_kind=kind, ceiling=128, ttft_bound_s=2.5)
+    decisions = _flat_engine(cfg, 120)
+    explored = [d.token_budget for d in decisions if d.reason == "budget-explore"]
+    assert explored and min(b for b in explored if b is not None) < 3500  # it did try the budget
+    inert = [d for d in decisions if d.state.budget_verdict == "budget-inert"]
+    assert inert, "the law never concluded the budget does not move the signal"
+    # A confidently flat line: the budget goes back to the engine's own, and the reason is said.
+    assert inert[0].token_budget == 8192 and "no engine lever reaches the SLO" in inert[0].detail
+    last = decisions[-1]
+    assert last.token_budget == 8192 and last.state.budget_verdict == "budget-inert"
+    # Then the cap's model judges its own lever: flat too, one sequence alone above the target.
+    assert last.reason == "infeasible" and last.state.cap == 128
