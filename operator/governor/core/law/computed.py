@@ -18,7 +18,8 @@ waits within the TTFT bound (below it the queue grows until every TTFT is a miss
 lies below; and when the backlog would hold requests past their TTFT bound behind a binding cap, the cap goes
 up a step at a time within the per-token cap (and the trust region), or, with no such cap known and the
 per-token bound already missed, one step per episode, asking for replicas. A backlog the TTFT bound absorbs
-(a burst that ends) is left to queue.
+(a burst that ends) is left to queue. Last, for an inter-token SLO, the token budget
+(governor.core.law.budget): while it can still go down it answers the miss first and the cap's cuts wait.
 
 Every raise stays within the evidence (a trust region): the model's raise goes at most to TRUST x the largest
 running batch the quantile line was measured at (LeverFit.support); past that the law takes the rule table's

@@ -4,7 +4,8 @@
 - "levers": the computed law (governor.core.law.computed): the same table decides whether to move; online
   fits of what the cap does decide how far and veto a cut the cap cannot answer; a queue model keeps cuts
   above the cap that carries the arrivals and raises for a backlog past the TTFT bound, within the per-token
-  cap where one is known (benchmarks/results/matrix/REPORT.md has both laws side by side).
+  cap where one is known; for an inter-token SLO the token budget goes first (governor.core.law.budget)
+  (benchmarks/results/matrix/REPORT.md has both laws side by side).
 """
 
 from __future__ import annotations
