@@ -110,7 +110,9 @@ def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decisi
         chosen = _decision(
             state, base, state.cap, "budget-first", detail, chosen.replica_wish, _kept(chosen, state.cap)
         )
-    return with_budget(state, obs, cfg, chosen)
+    decision = with_budget(state, obs, cfg, chosen)
+    raised = obs.now_s if decision.cap > state.cap else state.raised_s
+    return replace(decision, state=decision.state.model_copy(update={"raised_s": raised}))
 
 
 def _budget_first(state: LawState, obs: Observation, cfg: LawConfig, cap: int) -> bool:
@@ -300,8 +302,11 @@ def _queue_side(
     if not (late and current < upper and _held_back(state, obs, cfg)):
         return chosen, origin
     missed = (base.state.p99_smoothed or 0.0) > cfg.band_high * cfg.slo_target_s
-    if per_token is None and (not missed or (origin is not None and current > origin)):
-        # The per-token bound holds now and no fit says how far it would (per-token first); or this
+    own_doing = state.raised_s is not None and obs.now_s - state.raised_s < cfg.window_s
+    if per_token is None and (not missed or own_doing or (origin is not None and current > origin)):
+        # The per-token bound holds now and no fit says how far it would (per-token first); or the miss
+        # follows a raise within a window, the raise's own doing (H200, 20 ms: raises 64 -> 99 as a burst
+        # began, the miss they caused, then this step to 123: attainment 0.86 against 1.00); or this
         # episode's one step for the queue is taken, and its miss may be that step's own doing.
         return chosen, origin
     # A step at a time, the table's cut undone (x 1/decrease_factor), within what the quantile line was

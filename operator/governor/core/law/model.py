@@ -126,6 +126,9 @@ class LawState(BaseModel):
     # step per episode (a raise that then misses the per-token bound must not license the next one; on the
     # H200 at 12 ms it climbed 58 -> 112 that way).
     queue_raised_from: int | None = None
+    # When the levers law last raised the cap: a per-token miss within a window of it is the raise's own
+    # doing (the window's P99 lags the batch), not a license for the queue's next raise.
+    raised_s: float | None = None
     # The token budget (governor.core.law.budget, levers law only): the budget the law holds (None: it has
     # never moved it, the engine keeps its own), the largest the engine has reported (its startup value),
     # the line of the per-token quantile in the budget, when the budget last moved, and its verdict.
