@@ -24,11 +24,16 @@ class LoadStats:
 
 
 async def _one(
-    client: httpx.AsyncClient, engine: Engine, rng: random.Random, max_tokens: int, stats: LoadStats
+    client: httpx.AsyncClient,
+    engine: Engine,
+    rng: random.Random,
+    max_tokens: int,
+    stats: LoadStats,
+    prompt_tokens: tuple[int, int] = (16, 48),
 ) -> None:
     stats.sent += 1
     # Random lengths, so that requests started together do not all finish together (lockstep waves).
-    prompt = [rng.randrange(3, 1000) for _ in range(rng.randint(16, 48))]
+    prompt = [rng.randrange(3, 1000) for _ in range(rng.randint(*prompt_tokens))]
     body = engine.completion_body(prompt, rng.randint(max(1, max_tokens // 2), max_tokens))
     try:
         response = await client.post("/v1/completions", json=body)
@@ -41,15 +46,18 @@ async def _one(
 
 
 @contextlib.asynccontextmanager
-async def closed_loop(engine: Engine, concurrency: int, max_tokens: int) -> AsyncIterator[LoadStats]:
-    """`concurrency` workers, each sending its next request when the last one finished."""
+async def closed_loop(
+    engine: Engine, concurrency: int, max_tokens: int, prompt_tokens: tuple[int, int] = (16, 48)
+) -> AsyncIterator[LoadStats]:
+    """`concurrency` workers, each sending its next request when the last one finished; prompts of a length
+    drawn from `prompt_tokens`."""
     stats = LoadStats()
     rngs = [random.Random(seed) for seed in range(concurrency)]
     limits = httpx.Limits(max_connections=concurrency + 4)
     async with httpx.AsyncClient(base_url=engine.base_url, timeout=300, limits=limits) as client:
 
         async def send(worker: int, _round: int) -> None:
-            await _one(client, engine, rngs[worker], max_tokens, stats)
+            await _one(client, engine, rngs[worker], max_tokens, stats, prompt_tokens)
 
         async with loadgen.closed_loop_running(concurrency, send):
             yield stats

@@ -247,7 +247,7 @@ def test_one_query_per_signal_whatever_the_number_of_services() -> None:
     # TPOT and TTFT at the one quantile asked for, the scalar signals, four means, the scrape time
     assert sorted(exprs) == sorted(
         ["latency:tpot:0.99", "latency:ttft:0.99", "running", "waiting", "queue_growth", "kv_usage",
-         "preemption_rate", "request_rate", "prompt_p95", "long_prompt_rate", "cap", "token_budget", *promql.MEANS,
-         "last_scrape"]
+         "preemption_rate", "request_rate", "prompt_p95", "long_prompt_rate", "cap", "token_budget",
+         *promql.MEANS, "last_scrape"]
     )  # fmt: skip
     assert f"rate({signals.TPOT}_sum" in exprs["tpot_mean_s"] and "_count" in exprs["tpot_mean_s"]

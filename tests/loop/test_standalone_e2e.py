@@ -67,18 +67,20 @@ def governor(
     )
 
 
-async def tpot_p99(engine: Engine, seconds: float, limit_s: float = 40.0) -> float:
-    """The engine's TPOT P99 over at least `seconds` (longer until requests complete), from its own
-    histogram, scraped directly."""
+async def tpot_p99(
+    engine: Engine, seconds: float, limit_s: float = 40.0, signal: tuple[LatencyKind, float] = TPOT
+) -> float:
+    """The engine's TPOT P99 (or `signal`) over at least `seconds` (longer until requests complete), from
+    its own histogram, scraped directly."""
     scraper, waited = DirectScraper(), 0.0
-    await scraper.read({KEY: [engine.base_url]}, limit_s + 1, limit_s + 1, {TPOT})
+    await scraper.read({KEY: [engine.base_url]}, limit_s + 1, limit_s + 1, {signal})
     value = None
     while value is None or waited < seconds:
-        assert waited < limit_s, "no TPOT observations: is the load generator running?"
+        assert waited < limit_s, f"no {signal[0]} observations: is the load generator running?"
         await asyncio.sleep(2.0)
         waited += 2.0
-        snapshot = await scraper.read({KEY: [engine.base_url]}, limit_s + 1, limit_s + 1, {TPOT})
-        value = snapshot.get(KEY).p99(*TPOT)
+        snapshot = await scraper.read({KEY: [engine.base_url]}, limit_s + 1, limit_s + 1, {signal})
+        value = snapshot.get(KEY).p99(*signal)
     await scraper.aclose()
     return value
 
