@@ -7,7 +7,10 @@ it buys nothing."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+from governor.core import status as status_builders
 from governor.core.law import LAWS, Decision, LawConfig, LawState, Observation, initial_state
 from governor.core.signals import LatencyKind
 from governor_twin.policies import LawPolicy, StaticPolicy
@@ -124,3 +127,21 @@ def test_a_budget_that_buys_nothing_is_given_back_and_the_verdict_says_so() -> N
     assert last.token_budget == 8192 and last.state.budget_verdict == "budget-inert"
     # Then the cap's model judges its own lever: flat too, one sequence alone above the target.
     assert last.reason == "infeasible" and last.state.cap == 128
+
+
+def test_the_status_shows_the_budget_the_engines_hold_once_the_law_moves_it() -> None:
+    kind = LatencyKind.INTER_TOKEN
+    cfg = LawConfig(slo_target_s=TARGET_S, latency_kind=kind, ceiling=128, ttft_bound_s=2.5)
+    decisions = _flat_engine(cfg, 20)
+    moved = next(d for d in decisions if d.token_budget is not None)
+    untouched = dataclasses.replace(moved, token_budget=None)  # a law that never moved the budget
+
+    def status(decision: Decision, held: int | None) -> dict[str, object]:
+        return status_builders.loop_status(
+            {"metadata": {"generation": 1}, "status": {}}, decision=decision, cfg=cfg, ceiling=128,
+            observed_p99_s=0.05, metrics=(True, "Fresh", ""), held_cap=decision.cap, desired_replicas=None,
+            now="2026-12-01T00:00:00Z", held_budget=held,
+        )  # fmt: skip
+
+    assert status(moved, moved.token_budget)["tokenBudget"] == moved.token_budget
+    assert "tokenBudget" not in status(untouched, 8192)  # the engine's own budget: nothing to report

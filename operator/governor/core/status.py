@@ -57,6 +57,8 @@ class InferenceServiceStatus(_Model):
     """Label selector of the pods (the scale subresource's labelSelectorPath)."""
     cap: int | None = None
     ceiling: int | None = None
+    token_budget: int | None = None
+    """The per-step token budget the engines hold, once the levers law has moved it (inter-token SLOs)."""
     observed_p99_ms: float | None = Field(default=None, alias="observedP99Ms")
     smoothed_p99_ms: float | None = Field(default=None, alias="smoothedP99Ms")
     slo_target_ms: float | None = None
@@ -136,6 +138,7 @@ def loop_status(
     held_cap: int | None,
     desired_replicas: int | None,
     now: str,
+    held_budget: int | None = None,
 ) -> dict[str, Any]:
     """The control loop's status after one step. `metrics` is (fresh, reason, message)."""
     status = live.get("status") or {}
@@ -179,6 +182,8 @@ def loop_status(
     }
     if desired_replicas is not None:
         fields["desired_replicas"] = desired_replicas
+    if decision.token_budget is not None and held_budget is not None:
+        fields["token_budget"] = held_budget
     if decision.cap != decision.previous_cap or not status.get("lastDecision"):
         fields["last_decision"] = LastDecision(
             time=now,

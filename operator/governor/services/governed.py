@@ -285,6 +285,7 @@ async def govern(
             held_cap=report.applied.held_cap,
             desired_replicas=report.desired_replicas,
             now=status_builders.now_iso(),
+            held_budget=report.applied.held_budget,
         )
         if not status_builders.loop_write_due(before, patch, ctx.status_refresh_ticks):
             written.clear()
