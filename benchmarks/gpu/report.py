@@ -141,7 +141,7 @@ def loop_table(
     governor_args: dict[str, Any],
     out: Path = OUT,
 ) -> list[Row]:
-    from governor.core.law import LAWS, LawConfig
+    from governor.core.law import DEFAULT_LAW, LAWS, LawConfig
     from governor.core.signals import LatencyKind
     from governor_twin.policies import LawPolicy, StaticPolicy
 
@@ -167,10 +167,11 @@ def loop_table(
     policies: list[tuple[str, Any]] = [
         ("static256", StaticPolicy(256, tick_s=2.0, window_s=10.0)),
         ("static64", StaticPolicy(64, tick_s=2.0, window_s=10.0)),
-        ("governor", LawPolicy("governor", cfg)),
+        ("governor", LawPolicy("governor", cfg, law=LAWS[DEFAULT_LAW])),  # the operator's default law
     ]
-    if any(r["policy"] == "governor-levers" for r in measured):  # the computed law, run beside the default
-        policies.append(("governor-levers", LawPolicy("governor-levers", cfg, law=LAWS["levers"])))
+    for name in LAWS:  # a law named with GOVERNOR_VARIANTS="NAME=--law NAME", run beside the default
+        if any(r["policy"] == f"governor-{name}" for r in measured):
+            policies.append((f"governor-{name}", LawPolicy(f"governor-{name}", cfg, law=LAWS[name])))
     for name, policy in policies:
         result = twin_replay(trace, names, policy, slo_ms / 1e3)
         start = 0.0

@@ -9,7 +9,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from governor.core.law import Decision, LawConfig, LawState, Observation, decide, initial_state
+from governor.core.law import (
+    DEFAULT_LAW,
+    LAWS,
+    Decision,
+    LawConfig,
+    LawName,
+    LawState,
+    Observation,
+    decide,
+    initial_state,
+)
 from governor.core.signals import LatencyKind
 
 from governor_twin.seed import seed_decide
@@ -220,11 +230,16 @@ def _binding(obs: Observation, cap: int) -> bool:
 
 
 def project_law(
-    slo_s: float, ceiling: int, kind: LatencyKind = LatencyKind.TPOT, gpu_type: str | None = "h200"
+    slo_s: float,
+    ceiling: int,
+    kind: LatencyKind = LatencyKind.TPOT,
+    gpu_type: str | None = "h200",
+    law: LawName = DEFAULT_LAW,
 ) -> LawPolicy:
-    """The project's law with its defaults (operator tick 5 s), the GPU profile naming the H200 row."""
+    """The project's law (the operator's default unless named) with its defaults (operator tick 5 s), the
+    GPU profile naming the H200 row."""
     cfg = LawConfig(slo_target_s=slo_s, latency_kind=kind, ceiling=ceiling, gpu_type=gpu_type)
-    return LawPolicy("ours (governor.core.law)", cfg)
+    return LawPolicy("ours (governor.core.law)", cfg, law=LAWS[law])
 
 
 def seed_law(slo_s: float, ceiling: int, kind: LatencyKind = LatencyKind.TPOT) -> LawPolicy:

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         tg = derive_targets(h200, h200_one)
         reaction_slo = tg.medium_s
         scenario = step_scenario(h200, reference_capacity(h200), tg, args.phase_s)
-        pols: list[Policy] = [project_law(tg.medium_s, h200.ceiling, gpu_type="h200")]
+        pols: list[Policy] = [project_law(tg.medium_s, h200.ceiling, gpu_type="h200", law="rules")]
         pols[0].name = CURRENT  # type: ignore[misc]
         if law is not None:
             pols.append(new_law_policy(law, tg.medium_s, tg.ttft_s, h200.ceiling, "h200"))

@@ -140,7 +140,7 @@ def evaluate(
                 one = ((name, tpot, ttft),)
                 sc = replace(scenario, slo=Slo(target_s=tpot, ttft_s=ttft))
                 second.append(Task(sc, prof, _oracle(cell, caps, scenario), one, seed))
-                law = project_law(tpot, prof.ceiling, gpu_type=_gpu(prof))
+                law = project_law(tpot, prof.ceiling, gpu_type=_gpu(prof), law="rules")
                 second.append(Task(sc, prof, replace(law, name=CURRENT), one, seed))
                 if new_law is not None:
                     second.append(
