@@ -8,7 +8,7 @@ import math
 
 import pytest
 from governor.core import spec as api
-from governor.core.law import LAW_NAMES, LAWS, LawConfig, LawName, LawState, Observation
+from governor.core.law import DEFAULT_LAW, LAW_NAMES, LAWS, LawConfig, LawName, LawState, Observation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -83,6 +83,8 @@ def test_a_vetoed_cut_leaves_no_cooldown_behind() -> None:
 def test_the_spec_names_the_law_and_refuses_an_unknown_one() -> None:
     spec = api.parse_spec({"model": "m", "slo": {"targetMs": 25}, "adaptive": {"law": "levers"}})
     assert spec.adaptive.law == "levers" and LAWS[spec.adaptive.law] is LAWS["levers"]
-    assert api.parse_spec({"model": "m", "slo": {"targetMs": 25}}).adaptive.law == "rules"
+    assert api.parse_spec({"model": "m", "slo": {"targetMs": 25}}).adaptive.law == DEFAULT_LAW == "levers"
+    rules = api.parse_spec({"model": "m", "slo": {"targetMs": 25}, "adaptive": {"law": "rules"}})
+    assert LAWS[rules.adaptive.law] is LAWS["rules"]
     with pytest.raises(ValidationError, match="'rules' or 'levers'"):
         api.parse_spec({"model": "m", "slo": {"targetMs": 25}, "adaptive": {"law": "pid"}})
