@@ -145,3 +145,14 @@ def test_the_status_shows_the_budget_the_engines_hold_once_the_law_moves_it() ->
 
     assert status(moved, moved.token_budget)["tokenBudget"] == moved.token_budget
     assert "tokenBudget" not in status(untouched, 8192)  # the engine's own budget: nothing to report
+
+
+def test_a_budget_lowered_for_an_inter_token_slo_comes_back_when_the_slo_turns_to_tpot() -> None:
+    kind = LatencyKind.INTER_TOKEN
+    cfg = LawConfig(slo_target_s=TARGET_S, latency_kind=kind, ceiling=128, ttft_bound_s=2.5)
+    lowered = next(d for d in _flat_engine(cfg, 20) if d.token_budget is not None and d.token_budget < 8192)
+    tpot = cfg.model_copy(update={"latency_kind": LatencyKind.TPOT})
+    now = (lowered.state.budget_moved_s or 0.0) + 5.0
+    obs = Observation(now_s=now, p99_s=0.02, token_budget=lowered.token_budget)
+    back = LAWS["levers"](lowered.state, obs, tpot)
+    assert back.token_budget == 8192 and back.state.budget == 8192

@@ -108,6 +108,10 @@ def with_budget(state: LawState, obs: Observation, cfg: LawConfig, chosen: Decis
         fit = fit.update((_chunk(held, obs),), known(obs.p99_s))
     memory: dict[str, Any] = {**kept, "budget_ceiling": ceiling, "budget_fit": fit}
     floor = budget_floor(chosen.cap, ceiling)
+    if not kind_ok and state.budget is not None and state.budget < ceiling:
+        # The SLO no longer asks for the budget (its kind was changed): the engine's own comes back.
+        detail = f"the SLO is not inter-token: token budget {state.budget} -> {ceiling}"
+        return _move(state, obs, chosen, memory, ceiling, "budget-raise", detail)
     if not kind_ok or known(obs.p99_s) is None:
         return _hold(state, chosen, memory, floor)
     smoothed = chosen.state.p99_smoothed or 0.0
