@@ -134,18 +134,19 @@ class Fleet:
         victim = min(ready, key=lambda r: r.engine.num_running + r.engine.num_waiting)
         victim.drain_s = now
 
+    def _engines(self) -> list[Engine]:
+        return [r.engine for r in self.replicas if r.deleted_s is None]
+
     def set_cap(self, cap: int) -> int:
         self.cap = max(1, min(cap, self.profile.ceiling))
-        for r in self.replicas:
-            if r.deleted_s is None:
-                r.engine.set_cap(self.cap)
+        for engine in self._engines():
+            engine.set_cap(self.cap)
         return self.cap
 
     def set_token_budget(self, budget: int) -> int:
         self.token_budget = max(1, min(budget, self.profile.token_budget))
-        for r in self.replicas:
-            if r.deleted_s is None:
-                r.engine.set_token_budget(self.token_budget)
+        for engine in self._engines():
+            engine.set_token_budget(self.token_budget)
         return self.token_budget
 
     def set_caps(self, caps: dict[int, int]) -> None:

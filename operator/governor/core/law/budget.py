@@ -25,7 +25,7 @@ costs TTFT and buys nothing.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from governor.core.law.derive import known
@@ -127,13 +127,14 @@ def with_budget(state: LawState, obs: Observation, cfg: LawConfig, chosen: Decis
     if missed and stuck:
         if state.budget_verdict is not None:
             return _hold(state, chosen, memory, floor)
-        return _cut(state, obs, cfg, chosen, memory, current, ceiling, floor)
+        return _cut(_Tick(state, obs, cfg, chosen, memory, current, ceiling, floor))
     ttft_missed = (
         cfg.ttft_bound_s is not None and (known(obs.ttft_p99_s) or 0.0) > cfg.ttft_bound_s and not missed
     )
     comfortable = smoothed < cfg.band_low * cfg.slo_target_s
     if current < ceiling and (comfortable or ttft_missed):
-        return _raise(state, obs, cfg, chosen, memory, current, ceiling, floor, ttft_missed)
+        tick = _Tick(state, obs, cfg, chosen, memory, current, ceiling, floor)
+        return _raise(tick, ttft_missed)
     return _hold(state, chosen, memory, floor)
 
 
@@ -161,16 +162,24 @@ def _meets(fit: LeverFit, obs: Observation, cfg: LawConfig, low: int, high: int)
     return low
 
 
-def _cut(
-    state: LawState,
-    obs: Observation,
-    cfg: LawConfig,
-    chosen: Decision,
-    memory: dict[str, Any],
-    current: int,
-    ceiling: int,
-    floor: int,
-) -> Decision:
+@dataclass(frozen=True)
+class _Tick:
+    """One tick's inputs to a budget move: the cap side's decision, the memory it will carry, and the budget
+    held now, its ceiling and the batch's floor."""
+
+    state: LawState
+    obs: Observation
+    cfg: LawConfig
+    chosen: Decision
+    memory: dict[str, Any]
+    current: int
+    ceiling: int
+    floor: int
+
+
+def _cut(t: _Tick) -> Decision:
+    state, obs, cfg, chosen, memory = t.state, t.obs, t.cfg, t.chosen, t.memory
+    current, ceiling, floor = t.current, t.ceiling, t.floor
     fit: LeverFit = memory["budget_fit"]
     lowest = _lowest(obs, cfg, chosen.cap, ceiling)
     chunk = int(_chunk(current, obs))
@@ -209,17 +218,9 @@ def _cut(
     return _move(state, obs, chosen, memory, budget, "budget-explore", detail)
 
 
-def _raise(
-    state: LawState,
-    obs: Observation,
-    cfg: LawConfig,
-    chosen: Decision,
-    memory: dict[str, Any],
-    current: int,
-    ceiling: int,
-    floor: int,
-    ttft_missed: bool,
-) -> Decision:
+def _raise(t: _Tick, ttft_missed: bool) -> Decision:
+    state, obs, cfg, chosen, memory = t.state, t.obs, t.cfg, t.chosen, t.memory
+    current, ceiling, floor = t.current, t.ceiling, t.floor
     fit: LeverFit = memory["budget_fit"]
     budget = min(ceiling, 2 * current)
     missed = state.budget_missed
