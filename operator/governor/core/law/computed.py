@@ -103,7 +103,7 @@ def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decisi
     chosen, plan = _per_token(state, obs, cfg, base)
     if cfg.latency_kind.per_token and known(obs.p99_s) is not None:
         chosen = _carry_the_queue(state, obs, cfg, base, chosen, plan)
-    if chosen.cap < state.cap and _budget_first(state, obs, cfg, state.cap):
+    if chosen.cap < state.cap and budget_left(state, obs, cfg, state.cap):
         # An inter-token P99 is the step that carries a prefill chunk: the budget is its lever (measured,
         # budget.py), and a cut of the cap costs everyone's throughput, so the budget goes first.
         detail = f"the token budget first for an inter-token SLO; the cap's cut waits ({chosen.detail})"
@@ -113,11 +113,6 @@ def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decisi
     decision = with_budget(state, obs, cfg, chosen)
     raised = obs.now_s if decision.cap > state.cap else state.raised_s
     return replace(decision, state=decision.state.model_copy(update={"raised_s": raised}))
-
-
-def _budget_first(state: LawState, obs: Observation, cfg: LawConfig, cap: int) -> bool:
-    """The token budget may still answer an inter-token miss (budget.py: the inter-token SLO's lever)."""
-    return budget_left(state, obs, cfg, cap)
 
 
 def _per_token(
@@ -287,7 +282,7 @@ def _queue_side(
 
     per_token = _meetable(plan)
     floor = next((c for c in range(1, upper + 1) if holds(c)), upper)
-    if per_token is not None and not _budget_first(state, obs, cfg, floor):
+    if per_token is not None and not budget_left(state, obs, cfg, floor):
         # The per-token bound first, where a cap meets it; for an inter-token SLO, while the token budget may
         # still answer the miss without starving the queue, it goes first (it costs the long prompts' TTFT).
         floor = min(floor, per_token)
