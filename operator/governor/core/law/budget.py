@@ -78,13 +78,19 @@ def _lowest(obs: Observation, cfg: LawConfig, cap: int, ceiling: int) -> int:
     return max(budget_floor(cap, ceiling), ttft_floor(obs, cfg) or 0)
 
 
+def _ceiling(state: LawState, reported: int) -> int:
+    """The engine's own budget: what it reports while the law holds none (a restart with another
+    --max-num-batched-tokens is followed), else the largest it reported (it then reports the law's)."""
+    return reported if state.budget is None else max(state.budget_ceiling or reported, reported)
+
+
 def budget_left(state: LawState, obs: Observation, cfg: LawConfig, cap: int) -> bool:
     """The token budget may still answer a per-token miss at `cap`: it is known, has not been judged (this
     episode) not to reach the SLO, and its chunk can still go down."""
     budget = known(obs.token_budget)
     if budget is None or cfg.latency_kind is not LatencyKind.INTER_TOKEN or state.budget_verdict is not None:
         return False
-    ceiling = max(state.budget_ceiling or 0, int(budget))
+    ceiling = _ceiling(state, int(budget))
     held = state.budget if state.budget is not None else int(budget)
     return _chunk(held, obs) > _lowest(obs, cfg, cap, ceiling)
 
@@ -101,7 +107,7 @@ def with_budget(state: LawState, obs: Observation, cfg: LawConfig, chosen: Decis
     if budget is None or budget < 1:
         return _hold(state, chosen, kept)
     held = int(budget)
-    ceiling = max(state.budget_ceiling or 0, held)
+    ceiling = _ceiling(state, held)
     settled = state.budget_moved_s is None or obs.now_s - state.budget_moved_s >= cfg.window_s
     fit = state.budget_fit or LeverFit()
     if kind_ok and settled and (state.budget is None or state.budget == held):
@@ -111,7 +117,7 @@ def with_budget(state: LawState, obs: Observation, cfg: LawConfig, chosen: Decis
     if not kind_ok and state.budget is not None and state.budget < ceiling:
         # The SLO no longer asks for the budget (its kind was changed): the engine's own comes back.
         detail = f"the SLO is not inter-token: token budget {state.budget} -> {ceiling}"
-        return _move(state, obs, chosen, memory, ceiling, "budget-raise", detail)
+        return _move(obs, chosen, memory, ceiling, "budget-raise", detail)
     if not kind_ok or known(obs.p99_s) is None:
         return _hold(state, chosen, memory, floor)
     smoothed = chosen.state.p99_smoothed or 0.0
@@ -193,7 +199,7 @@ def _cut(t: _Tick) -> Decision:
             "no engine lever reaches the SLO: replicas needed; the token budget does not move the per-token "
             f"latency either (slope {slope * 1e6:.2f} us per token): back to {ceiling}"
         )
-        return _move(state, obs, chosen, memory, ceiling, "budget-inert", detail)
+        return _move(obs, chosen, memory, ceiling, "budget-inert", detail)
     if chunk <= lowest:
         memory["budget_verdict"] = "budget-floor"
         detail = f"the token budget is at its floor ({lowest}: the batch and the TTFT bound); {chosen.detail}"
@@ -208,14 +214,14 @@ def _cut(t: _Tick) -> Decision:
             f"({slope * 1e6:.2f} us per token) puts {budget} at {reach}"
         )
         memory["budget_missed"] = chunk
-        return _move(state, obs, chosen, memory, budget, "budget-model", detail)
+        return _move(obs, chosen, memory, budget, "budget-model", detail)
     budget = max(lowest, chunk // 2)
     memory["budget_missed"] = chunk
     detail = (
         f"the cap cannot answer the per-token miss ({chosen.reason}); the token budget's effect is not known "
         f"yet: an exploratory step {current} -> {budget}"
     )
-    return _move(state, obs, chosen, memory, budget, "budget-explore", detail)
+    return _move(obs, chosen, memory, budget, "budget-explore", detail)
 
 
 def _raise(t: _Tick, ttft_missed: bool) -> Decision:
@@ -235,11 +241,10 @@ def _raise(t: _Tick, ttft_missed: bool) -> Decision:
         return _hold(state, chosen, memory, floor)
     why = "the TTFT bound is missed" if ttft_missed else "the per-token latency has room"
     detail = f"{why}: token budget {current} -> {budget}"
-    return _move(state, obs, chosen, memory, budget, "budget-raise", detail)
+    return _move(obs, chosen, memory, budget, "budget-raise", detail)
 
 
 def _move(
-    state: LawState,
     obs: Observation,
     chosen: Decision,
     memory: dict[str, Any],
