@@ -80,7 +80,7 @@ def _adaptive(scenario: Scenario) -> list[Policy]:
     ceiling = load_profile(scenario.profile).ceiling
     slo = scenario.slo
     return [
-        project_law(slo.target_s, ceiling, slo.latency),
+        project_law(slo.target_s, ceiling, slo.latency, ttft_bound_s=slo.ttft_s),
         seed_law(slo.target_s, ceiling, slo.latency),
         AimdPolicy(slo.target_s),
         StepGuardPolicy(slo.target_s),

@@ -235,10 +235,13 @@ def project_law(
     kind: LatencyKind = LatencyKind.TPOT,
     gpu_type: str | None = "h200",
     law: LawName = DEFAULT_LAW,
+    ttft_bound_s: float | None = None,
 ) -> LawPolicy:
     """The project's law (the operator's default unless named) with its defaults (operator tick 5 s), the
-    GPU profile naming the H200 row."""
-    cfg = LawConfig(slo_target_s=slo_s, latency_kind=kind, ceiling=ceiling, gpu_type=gpu_type)
+    GPU profile naming the H200 row; `ttft_bound_s` is the SLO's TTFT bound (spec slo.ttftMs), if any."""
+    cfg = LawConfig(
+        slo_target_s=slo_s, latency_kind=kind, ceiling=ceiling, gpu_type=gpu_type, ttft_bound_s=ttft_bound_s
+    )
     return LawPolicy("ours (governor.core.law)", cfg, law=LAWS[law])
 
 
