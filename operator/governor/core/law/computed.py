@@ -15,10 +15,13 @@ meets the target. Then the queue has its say, because goodput counts requests me
 per-token bound first where a cap is known to meet it: no cut goes below the smallest cap whose service
 (c / (prefill + out x tpot(c)) from the mean line) carries the arrivals and whose backlog, a window ahead,
 waits within the TTFT bound (below it the queue grows until every TTFT is a miss), unless the per-token cap
-lies below; and when the backlog would hold requests past their TTFT bound behind a binding cap, the cap goes
-up a step at a time within the per-token cap (and the trust region), or, with no such cap known and the
-per-token bound already missed, one step per episode, asking for replicas. A backlog the TTFT bound absorbs
-(a burst that ends) is left to queue. Last, for an inter-token SLO, the token budget
+lies below and its own backlog still waits within the bound (a burst the bound absorbs). Where it would not,
+no cap meets both bounds, and the per-token one is given up: a request that misses TTFT counts for nothing.
+When the backlog would hold requests past their TTFT bound behind a binding cap, the cap goes up a step at a
+time within the per-token cap (and the trust region), or, with no such cap known and the per-token bound
+already missed, one step per episode, or one move to the smallest cap that carries the arrivals while the
+queue measurably grows, asking for replicas. A backlog the TTFT bound absorbs (a burst that ends) is left
+to queue. Last, for an inter-token SLO, the token budget
 (governor.core.law.budget): while it can still go down it answers the miss first and the cap's cuts wait.
 
 Every raise stays within the evidence (a trust region): the model's raise goes at most to TRUST x the largest
@@ -282,10 +285,15 @@ def _queue_side(
 
     per_token = _meetable(plan)
     floor = next((c for c in range(1, upper + 1) if holds(c)), upper)
-    if per_token is not None and not budget_left(state, obs, cfg, floor):
-        # The per-token bound first, where a cap meets it; for an inter-token SLO, while the token budget may
-        # still answer the miss without starving the queue, it goes first (it costs the long prompts' TTFT).
-        floor = min(floor, per_token)
+    if per_token is not None and per_token < floor:
+        if bound is not None and not model.late_ahead(per_token, cfg.window_s, bound):
+            floor = per_token  # the per-token bound first: its backlog, a window ahead, waits within TTFT
+        else:
+            # No cap meets both: the per-token cap would grow the queue until every TTFT is a miss, and a
+            # request that misses TTFT counts for nothing however fast its tokens. The per-token bound is
+            # the one given up (twin matrix, tight targets: holding it took goodput to 0.05 x static 256
+            # on the H200 8B's bursts; giving it up, 0.88).
+            per_token = None
     current = max(chosen.cap, state.cap)
     late = model.late_ahead(current, cfg.window_s, bound) if bound is not None else floor > current
     origin = state.queue_raised_from if late else None
@@ -298,11 +306,17 @@ def _queue_side(
         return chosen, origin
     missed = (base.state.p99_smoothed or 0.0) > cfg.band_high * cfg.slo_target_s
     own_doing = state.raised_s is not None and obs.now_s - state.raised_s < cfg.window_s
-    if per_token is None and (not missed or own_doing or (origin is not None and current > origin)):
+    # The queue measurably grows at this cap (the table's growth count) and holds more than a batch: the
+    # cap, not a raise, is what falls short.
+    grows = base.state.growth_ticks >= cfg.queue_growth_ticks and model.waiting > current
+    if per_token is None and (
+        not missed or own_doing or (origin is not None and current > origin and not grows)
+    ):
         # The per-token bound holds now and no fit says how far it would (per-token first); or the miss
         # follows a raise within a window, the raise's own doing (H200, 20 ms: raises 64 -> 99 as a burst
         # began, the miss they caused, then this step to 123: attainment 0.86 against 1.00); or this
-        # episode's one step for the queue is taken, and its miss may be that step's own doing.
+        # episode's one step for the queue is taken, its miss may be that step's own doing, and the queue
+        # no longer grows.
         return chosen, origin
     # A step at a time, the table's cut undone (x 1/decrease_factor), within what the quantile line was
     # measured at: the per-token cap of a line fitted at small batches is extrapolation (on the H200 at
@@ -319,11 +333,13 @@ def _queue_side(
         return _decision(
             state, base, cap, "queue-relief", detail, chosen.replica_wish, _kept(chosen, cap)
         ), origin
-    cap = min(upper, step)
+    # A growing queue gets the smallest cap that carries it in one move (a chain of x1.25 steps a window
+    # apart left 5,000 requests queued on the twin's H200 bursts); otherwise one step.
+    cap = min(upper, max(step, floor) if grows else step)
     detail = (
         "the queue would hold requests past their TTFT bound behind a binding cap, and the per-token bound "
-        "is missed at this cap too: raised one step for the queue; no cap is known to meet both, replicas "
-        "needed"
+        f"is missed at this cap too: raised to {cap} for the queue (the per-token bound given up); no cap is "
+        "known to meet both, replicas needed"
     )
     return _decision(
         state, base, cap, "queue-relief", detail, 1, _kept(chosen, cap)

@@ -123,8 +123,8 @@ class LawState(BaseModel):
     # it the table's cuts resumed and walked the cap to the floor (real CPU engine, tests/loop).
     verdict: str | None = None
     # The cap from which the levers law last raised for the queue with no per-token cap known: one such
-    # step per episode (a raise that then misses the per-token bound must not license the next one; on the
-    # H200 at 12 ms it climbed 58 -> 112 that way).
+    # step per episode while the queue does not grow (a raise that then misses the per-token bound must not
+    # license the next one; on the H200 at 12 ms it climbed 58 -> 112 that way).
     queue_raised_from: int | None = None
     # When the levers law last raised the cap: a per-token miss within a window of it is the raise's own
     # doing (the window's P99 lags the batch), not a license for the queue's next raise.
