@@ -9,6 +9,7 @@ from governor_twin.matrix.profiles import PROFILES, derive_targets, get_profile
 from governor_twin.matrix.reaction import measure
 from governor_twin.matrix.report import summary_markdown
 from governor_twin.matrix.run import CURRENT, ORACLE, evaluate, load_law, static_caps
+from governor_twin.matrix.workloads import reference_capacity
 from governor_twin.scenarios import _shared_root
 
 
@@ -69,5 +70,9 @@ def test_one_small_cell_produces_the_table() -> None:
     assert set(cell.scores) == {"static 16", "static 32", ORACLE, CURRENT}
     assert cell.best_static in ("static 16", "static 32")
     assert cell.ratio(cell.best_static) == 1.0
+    # The offered load is the generated arrivals (steady: Poisson at 0.85 x the profile's capacity).
+    assert abs(cell.offered_rps / (0.85 * reference_capacity(prof)) - 1) < 0.1, cell.offered_rps
+    assert 0 < cell.served_share <= 1.0, cell.served_share
     table = summary_markdown(cells)
     assert "| current law |" in table and "| static 16 |" in table
+    assert "Served cells: the 1 of 1 " in table

@@ -16,6 +16,10 @@ from governor_twin.matrix.reaction import GOAL_OVERSHOOTS, GOAL_TICKS, Reaction
 from governor_twin.matrix.run import CURRENT, NEW, ORACLE, Cell
 
 GOAL_WORST, GOAL_MEDIAN = 0.95, 1.0
+# A cell where the best static cap serves less than this share of the offered requests within both bounds
+# is one no cap serves: its ratios compare a few requests (static 16's 0.25 req/s of 3.4 against 0.00), and
+# only replicas would help. The summary shows every cell, then the cells some cap serves.
+SERVED = 0.10
 
 
 def _mark(ok: bool) -> str:
@@ -57,17 +61,43 @@ def targets_markdown(targets: Sequence[Targets]) -> str:
     return "\n".join(out)
 
 
+def mean_ratio(cells: Sequence[Cell], policy: str) -> float:
+    ratios = [c.ratio(policy) for c in cells if policy in c.scores]
+    ratios = [r for r in ratios if not math.isnan(r)]
+    return sum(ratios) / len(ratios) if ratios else float("nan")
+
+
+def served(cells: Sequence[Cell]) -> list[Cell]:
+    """The cells where some static cap serves at least SERVED of the offered requests within both bounds."""
+    return [c for c in cells if c.served_share >= SERVED]
+
+
 def summary_markdown(cells: Sequence[Cell]) -> str:
-    out = ["| policy | worst cell / best static | median | worst cell | goal |", "|---|---|---|---|---|"]
+    kept = served(cells)
+    out = [
+        "| policy | worst cell / best static | median | mean | worst cell | goal | worst, served cells | "
+        "median, served | mean, served |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for p in policies(cells):
         w, m, where = worst_median(cells, p)
+        sw, sm, _ = worst_median(kept, p)
         goal = ""
         if p == NEW:
             goal = (
                 f"worst ≥ {GOAL_WORST} {_mark(w >= GOAL_WORST)}, "
                 f"median ≥ {GOAL_MEDIAN} {_mark(m >= GOAL_MEDIAN)}"
             )
-        out.append(f"| {p} | {_f(w)} | {_f(m)} | {where} | {goal} |")
+        out.append(
+            f"| {p} | {_f(w)} | {_f(m)} | {_f(mean_ratio(cells, p))} | {where} | {goal} | {_f(sw)} | "
+            f"{_f(sm)} | {_f(mean_ratio(kept, p))} |"
+        )
+    out += [
+        "",
+        f"Served cells: the {len(kept)} of {len(cells)} where the best static cap serves at least "
+        f"{SERVED:.0%} of the offered requests within both bounds; in the others no cap serves the load "
+        "(the best static's share is in the cells table) and only replicas help.",
+    ]
     return "\n".join(out)
 
 
@@ -75,9 +105,9 @@ def cells_markdown(cells: Sequence[Cell]) -> str:
     adaptive = [p for p in (NEW, CURRENT, ORACLE) if any(p in c.scores for c in cells)]
     head = " | ".join(f"{p} / best" for p in adaptive)
     out = [
-        f"| profile | target | workload | best static | goodput req/s | {head} | SLO windows (law) | "
-        "oracle caps |",
-        "|---|---|---|---|---|" + "---|" * len(adaptive) + "---|---|",
+        f"| profile | target | workload | best static | goodput req/s | served share | {head} | "
+        "SLO windows (law) | oracle caps |",
+        "|---|---|---|---|---|---|" + "---|" * len(adaptive) + "---|---|",
     ]
     for c in cells:
         best = c.scores[c.best_static]
@@ -85,7 +115,8 @@ def cells_markdown(cells: Sequence[Cell]) -> str:
         law = c.scores.get(NEW, c.scores[CURRENT])
         out.append(
             f"| {c.profile} | {c.target} ({c.tpot_s * 1e3:.1f} ms) | {c.workload} | {c.best_static} | "
-            f"{best.goodput_rps:.2f} | {ratios} | {100 * law.slo_windows:.0f} % | "
+            f"{best.goodput_rps:.2f} | {100 * c.served_share:.0f} % | {ratios} | "
+            f"{100 * law.slo_windows:.0f} % | "
             f"{', '.join(map(str, c.oracle_caps))} |"
         )
     return "\n".join(out)
@@ -199,7 +230,13 @@ def write(
             for c in cells
         ],
         "summary": {
-            p: dict(zip(("worst", "median", "worst_cell"), worst_median(cells, p), strict=True))
+            p: {
+                **dict(zip(("worst", "median", "worst_cell"), worst_median(cells, p), strict=True)),
+                "mean": mean_ratio(cells, p),
+                "served_cells": dict(
+                    zip(("worst", "median", "worst_cell"), worst_median(served(cells), p), strict=True)
+                ),
+            }
             for p in policies(cells)
         },
         "reaction": [{**asdict(r), "meets_goal": r.meets_goal} for r in reactions],

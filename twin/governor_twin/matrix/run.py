@@ -70,6 +70,13 @@ class Cell:
     workload: str
     scores: dict[str, CellScore] = field(default_factory=dict)
     oracle_caps: list[int] = field(default_factory=list)
+    offered_rps: float = float("nan")  # requests arriving per second over the run
+
+    @property
+    def served_share(self) -> float:
+        """The best static cap's goodput over the offered load: near 0, no cap serves the cell (its
+        ratios compare noise, and only replicas would help)."""
+        return self.scores[self.best_static].goodput_rps / self.offered_rps if self.offered_rps > 0 else 0.0
 
     @property
     def best_static(self) -> str:
@@ -127,15 +134,16 @@ def evaluate(
             caps = static_caps(prof.ceiling, cap_limit)
             for w in workloads:
                 scenario = build(prof, w, Slo(target_s=tg.medium_s, ttft_s=tg.ttft_s), phase_s, shared)
-                scenario = generate(scenario, seed)[1]  # trace phases get their durations
+                work, scenario = generate(scenario, seed)  # trace phases get their durations
+                offered = work.sent_s.size / scenario.duration_s
                 static_tasks += [Task(scenario, prof, StaticPolicy(c), judge, seed) for c in caps]
-                plans.append((prof, judge, caps, scenario, w))
+                plans.append((prof, judge, caps, scenario, w, offered))
         static_scores = iter(mapper(static_tasks))
         second: list[Task] = []
-        for prof, judge, caps, scenario, w in plans:
+        for prof, judge, caps, scenario, w, offered in plans:
             per_cap = [next(static_scores) for _ in caps]
             for name, tpot, ttft in judge:
-                cell = Cell(prof.name, name, tpot, ttft, w)
+                cell = Cell(prof.name, name, tpot, ttft, w, offered_rps=offered)
                 cell.scores = {f"static {c}": s[name] for c, s in zip(caps, per_cap, strict=True)}
                 one = ((name, tpot, ttft),)
                 sc = replace(scenario, slo=Slo(target_s=tpot, ttft_s=ttft))
