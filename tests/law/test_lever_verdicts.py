@@ -16,11 +16,12 @@ TICK = 5.0
 
 
 def drive(cfg: LawConfig, p99_of: object, ticks: int, start_cap: int = 64) -> list[Decision]:
-    """The batch wanders over 4..60 (load, not the cap, moves it here), the P99 is p99_of(batch) ± 3 %."""
+    """The batch wanders up and down over 1..60 (load, not the cap, moves it here), the P99 is
+    p99_of(batch) ± 3 %."""
     rng = random.Random(5)
     state, out = LawState(cap=start_cap), []
     for i in range(ticks):
-        batch = float(min(state.cap, 4 + (i * 7) % 57))
+        batch = float(min(state.cap, 1 + abs((i * 4) % 118 - 59)))
         p99 = p99_of(batch) * rng.uniform(0.97, 1.03)  # type: ignore[operator]
         obs = Observation(
             now_s=i * TICK,

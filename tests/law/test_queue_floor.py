@@ -100,8 +100,8 @@ def test_with_both_bounds_missed_and_no_cap_known_a_growing_queue_gets_the_cap_t
     # The batch never moves (cap 32, a deep backlog), so no fit can say which cap meets 8 ms; the P99
     # (11.7 ms) misses it already, and 30 req/s arrive where cap 32 serves 17. No cap meets both bounds: the
     # per-token one is given up. One step first; once the queue measurably grows past a batch, one move to a
-    # cap that carries the arrivals (not a chain of x1.25 steps a window apart), then the table's cuts come
-    # back down to the smallest cap that carries them, and the backlog drains.
+    # cap that carries the arrivals (not a chain of x1.25 steps a window apart); no cut for the missed
+    # per-token bound takes it below that cap again, and the backlog drains.
     engine = FluidEngine(arrivals=30.0, waiting=600.0)
     run = drive(engine, config(0.008), ticks=40, start_cap=32)
     relief = [d for _, d in run if d.reason == "queue-relief"]
@@ -110,7 +110,8 @@ def test_with_both_bounds_missed_and_no_cap_known_a_growing_queue_gets_the_cap_t
     assert service(relief[1].cap) >= 30.0 * 1.1, relief[1]
     assert all("per-token bound given up" in d.detail and "replicas needed" in d.detail for d in relief)
     carrying = min(c for c in range(1, 257) if service(c) >= 30.0 * 1.1)
-    assert carrying <= run[-1][1].cap <= 1.25 * carrying, [d.cap for _, d in run]
+    after = [d.cap for _, d in run[run.index(next(x for x in run if x[1] is relief[1])) :]]
+    assert min(after) >= carrying, after
     assert (run[-1][0].waiting or 0.0) == 0.0
 
 

@@ -95,6 +95,38 @@ def test_a_target_below_one_sequence_is_infeasible() -> None:
     assert with_bound.ttft_met and with_bound.ttft_cap == with_bound.cap
 
 
+def test_no_infeasible_verdict_from_a_line_read_far_below_where_it_was_measured() -> None:
+    # A P99 concave in the batch (steep at small batches, flatter later, as the twin's 70B shape):
+    # 20 ms + 15 ms x sqrt(batch), measured at batches 57..132 only. The line through those puts one
+    # sequence near 90 ms, above a 70 ms target that batch 8 meets (62 ms): a verdict there would give up an
+    # SLO a small cap reaches. The plan explores instead.
+    rng = random.Random(3)
+    concave = LeverFit()
+    for _ in range(120):
+        batch = rng.uniform(57, 132)
+        concave = concave.update([batch], (20.0 + 15.0 * math.sqrt(batch) + rng.gauss(0, 0.5)) * MS)
+    assert 55 <= concave.low <= 70 and 110 <= concave.support <= 132, (concave.low, concave.support)
+    assert concave.predict([1.0]).mean > 80 * MS  # what the old verdict read
+    result = plan((concave, h200_fits()[1]), 70.0)
+    assert result.reason == "unconfident" and result.cap is None
+    assert "explore down before a verdict" in result.detail
+    # Measured down to a few sequences, the same kind of line (one sequence above target) is a verdict.
+    assert plan(h200_fits(), 5.0).reason == "infeasible" and h200_fits()[0].reaches(1)
+
+
+def test_the_support_follows_the_batches_measured_on_both_sides() -> None:
+    fit = LeverFit()
+    for batch in (60, 90, 130, 75):
+        fit = fit.update([batch], (10 + 0.1 * batch) * MS)
+    # Each end forgets its distance to the newest batch at λ = 0.97 per sample: 60 -> 63.3, 130 -> 128.4.
+    assert 60 < fit.low < 64 and 127 < fit.support < 130, (fit.low, fit.support)
+    fit = fit.update([12], 11.2 * MS)
+    assert fit.low == 12 and fit.reaches(1) and not fit.reaches(200)
+    for _ in range(100):  # only large batches since: the low end is forgotten at the samples' rate
+        fit = fit.update([120], 22 * MS)
+    assert fit.low > 100 and not fit.reaches(1)
+
+
 def test_a_flat_signal_is_inert() -> None:
     flat = synthetic(10.0, 0.0, 0.3)
     result = plan((flat, h200_fits()[1]), 25)

@@ -36,7 +36,8 @@ def test_governor_run_stops_on_a_signal_even_with_sigint_inherited_ignored(sig: 
             except httpx.HTTPError:
                 assert time.monotonic() < deadline, "the twin engine did not start"
                 time.sleep(0.2)
-        command = ["run", "--endpoint", url, "--slo-p99", "20ms", "--tick", "1s", "--window", "5s"]
+        command = ["run", "--endpoint", url, "--slo-p99", "20ms", "--ttft-bound", "2s", "--tick", "1s",
+                   "--window", "5s"]  # fmt: skip
         process = subprocess.Popen(
             [BIN / "governor", *command],
             env={**os.environ, "GOVERNOR_ADMIN_TOKEN": TOKEN},
@@ -60,3 +61,4 @@ def test_governor_run_stops_on_a_signal_even_with_sigint_inherited_ignored(sig: 
     assert took < 5, f"stopped {took:.1f} s after {sig.name}"
     assert f"stopped by {sig.name}" in log, log
     assert "cap 16 -> 16" in log, log  # it was governing (holding the engine's cap) before the signal
+    assert "slo 0.02s ttft 2s;" in log, log  # with the SLO's TTFT bound

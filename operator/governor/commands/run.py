@@ -63,7 +63,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--law",
         choices=LAW_NAMES,
         default=DEFAULT_LAW,
-        help="rules: the rule table (default); levers: the computed law (governor.core.law.registry)",
+        help=f"levers: the computed law; rules: the rule table (default: {DEFAULT_LAW})",
+    )
+    parser.add_argument(
+        "--ttft-bound",
+        type=duration,
+        metavar="DURATION",
+        help="the SLO's TTFT bound, as an InferenceService's slo.ttftMs: goodput counts requests meeting "
+        "both bounds, and where no cap meets both the levers law gives up the per-token one (default: none)",
     )
     parser.add_argument("--prometheus", metavar="URL", help="read signals from this Prometheus (else scrape)")
     parser.add_argument("--group-label", default="job", help="Prometheus label that names the service")
@@ -121,6 +128,7 @@ async def _run(args: argparse.Namespace) -> int:
         tick_s=args.tick,
         window_s=args.window,
         cooldown_s=args.cooldown,
+        ttft_bound_s=args.ttft_bound,
     )
     n = len(args.endpoint)
     governor = Standalone(

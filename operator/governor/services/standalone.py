@@ -138,7 +138,7 @@ class Standalone:
         opmetrics.DESIRED_REPLICAS.labels(namespace=NAMESPACE, name=self.name).set(self.planner.replicas)
         d, errors = report.decision, report.errors
         log.info(
-            "cap %d -> %d (%s, mode %s): %s; p99 %s smoothed %s slo %gs; desired replicas %d%s%s",
+            "cap %d -> %d (%s, mode %s): %s; p99 %s smoothed %s slo %gs%s; desired replicas %d%s%s",
             d.previous_cap,
             d.cap,
             d.reason,
@@ -147,6 +147,7 @@ class Standalone:
             _fmt(report.observed_p99),
             _fmt(d.state.p99_smoothed),
             self.cfg.slo_target_s,
+            "" if self.cfg.ttft_bound_s is None else f" ttft {self.cfg.ttft_bound_s:g}s",
             self.planner.replicas,
             self._plan_note,
             f"; errors: {'; '.join(errors)}" if errors else "",

@@ -43,7 +43,7 @@ from governor.core.law.decide import decide
 from governor.core.law.derive import binding, growth_rate, known, queued
 from governor.core.law.model import Decision, LawConfig, LawState, Observation
 from governor.core.law.steps import mode_cap, raise_cap
-from governor.core.levers.fit import LeverFit
+from governor.core.levers.fit import TRUST, LeverFit
 from governor.core.levers.plan import CapPlan, PlanSettings, plan_cap
 from governor.core.levers.queueing import TpotLine, Workload, service_rate
 
@@ -52,11 +52,6 @@ from governor.core.levers.queueing import TpotLine, Workload, service_rate
 MAX_RAISE = 2.0
 # A cap given to the queue must serve this much more than arrive, or the queue never drains.
 RELIEF_HEADROOM = 1.1
-# How far past its support a fitted line is trusted. Measured on the H200 calibration (17 serving points): a
-# line fitted on the points up to a batch B under-predicts the TPOT P99 at 1.25 B by at most 10 % (what the
-# plan's margin absorbs) at 10 of 11 supports (-14 % at B = 127), but at 1.5 B by up to 16 % and at 2 B by up
-# to 24 % (B = 16, where the P99 is still flat). benchmarks/levers_trust.py prints the table.
-TRUST = 1.25
 
 
 def _recent(state: LawState, obs: Observation, cfg: LawConfig) -> tuple[float, ...]:
@@ -286,8 +281,10 @@ def _queue_side(
     per_token = _meetable(plan)
     floor = next((c for c in range(1, upper + 1) if holds(c)), upper)
     if per_token is not None and per_token < floor:
-        if bound is not None and not model.late_ahead(per_token, cfg.window_s, bound):
-            floor = per_token  # the per-token bound first: its backlog, a window ahead, waits within TTFT
+        if bound is None or not model.late_ahead(per_token, cfg.window_s, bound):
+            # The per-token bound first: its backlog, a window ahead, waits within the TTFT bound, or the SLO
+            # has no TTFT bound (its queue is the replicas' to answer).
+            floor = per_token
         else:
             # No cap meets both: the per-token cap would grow the queue until every TTFT is a miss, and a
             # request that misses TTFT counts for nothing however fast its tokens. The per-token bound is
@@ -298,7 +295,7 @@ def _queue_side(
     late = model.late_ahead(current, cfg.window_s, bound) if bound is not None else floor > current
     origin = state.queue_raised_from if late else None
     if chosen.cap < state.cap and chosen.cap < floor:  # a cut, held at the floor
-        cap = min(state.cap, floor)
+        cap = state.cap if per_token is None else min(state.cap, floor)
         detail = f"no cut below {floor}, the smallest cap that carries the arrivals; {chosen.detail}"
         held = _decision(state, base, cap, "queue-floor", detail, chosen.replica_wish, _kept(chosen, cap))
         return held, origin
@@ -307,8 +304,11 @@ def _queue_side(
     missed = (base.state.p99_smoothed or 0.0) > cfg.band_high * cfg.slo_target_s
     own_doing = state.raised_s is not None and obs.now_s - state.raised_s < cfg.window_s
     # The queue measurably grows at this cap (the table's growth count) and holds more than a batch: the
-    # cap, not a raise, is what falls short.
-    grows = base.state.growth_ticks >= cfg.queue_growth_ticks and model.waiting > current
+    # cap, not a raise, is what falls short. Only against a TTFT bound: without one the SLO is the per-token
+    # bound alone, and the queue the replicas'.
+    grows = (
+        bound is not None and base.state.growth_ticks >= cfg.queue_growth_ticks and model.waiting > current
+    )
     if per_token is None and (
         not missed or own_doing or (origin is not None and current > origin and not grows)
     ):

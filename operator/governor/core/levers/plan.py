@@ -170,6 +170,19 @@ def plan_cap(
     # Infeasible only when even the lower confidence side is above the target: a verdict that gives up on
     # the SLO must not rest on a slope the data barely supports.
     if one.mean - settings.confidence_z * one.stderr > target_s:
+        if not quantile_fit.reaches(1):
+            # The confidence band measures noise around a line assumed right; read far below where it was
+            # measured the line itself may be wrong (a P99 concave in the batch), and a verdict that gives
+            # up on the SLO must rest on measurement: explore down first.
+            return CapPlan(
+                cap=None,
+                reason="unconfident",
+                detail=(
+                    f"one sequence alone predicts {_ms(alone)} per token, above the {_ms(target_s)} target, "
+                    f"but the line was measured at batches {quantile_fit.low:.0f}.."
+                    f"{quantile_fit.support:.0f} only: explore down before a verdict"
+                ),
+            )
         return _infeasible(model, alone, target_s, min_cap, ceiling)
     if flat is not None:
         return flat
@@ -250,8 +263,14 @@ def _at_cap(model: _Model, per_token_cap: int | None, min_cap: int, ceiling: int
     )
     bounded_reason: Reason = "meets-both" if per_token_cap is not None else "at-min-cap"
     if model.serves(keep):
+        # A plan for the per-token side alone (no arrivals, no TTFT bound) judged no queue: say nothing of it.
+        judged = model.ttft_bound_s is not None or model.work.arrival_rps > 0
         return _finish(
-            model, keep, bounded_reason, per_token_cap=per_token_cap, detail=f"{kept}; queue and TTFT fine"
+            model,
+            keep,
+            bounded_reason,
+            per_token_cap=per_token_cap,
+            detail=f"{kept}; queue and TTFT fine" if judged else kept,
         )
     replicas = model.replicas(keep)
     wanted = "no replica count suffices" if replicas is None else f"{replicas} replicas needed"
