@@ -66,6 +66,8 @@ def entries(scn: FleetScenario) -> list[tuple[str, Factory]]:
     # asked one step at a time (the planner before issue 14).
     out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(), knob="law's wish only", demand_on=False)))
     out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(), knob="unsized steps", sized=False)))
+    # and without the Alertmanager path (every other row of ours has it)
+    out.append(("law", lambda: Ours(cfg, BOUNDS, Cooldowns(), knob="no Alertmanager path", alert_path=False)))
     # and the other law in the same control step (DEFAULT_LAW runs in every row above)
     for other in (name for name in LAW_NAMES if name != DEFAULT_LAW):
         out.append(("law", partial(Ours, cfg, BOUNDS, Cooldowns(), knob=f"{other} law", law=other)))

@@ -12,9 +12,9 @@ the Edges only measure.
   passed), plus what the planner's sized requests need from the metrics: one replica's completions per
   second at its cap (the last rate seen while the cap bound), the arrivals (completions plus the queue's
   growth over the window) and the queue, or, for a step in, the load share the rest would carry.
-Not wired: the Alertmanager path (governor.core.notifications over the rules of
-governor.observability.alerts): its scale-out/in alerts need PromQL over 5-minute windows that this twin
-does not evaluate; its requests are unsized, so the planner's up-cooldown absorbs them after the law's step.
+- the Alertmanager path (governor_twin.fleet.alerting): the shipped scale alerts evaluated by promtool over
+  the series these edges and the pods export, Alertmanager's grouping and timing, the receiver's decisions
+  (governor.core.notifications.decide) and its unsized steps to the same planner, as the receiver asks it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from governor.core import demand, promql
+from governor.core import demand, notifications, promql
 from governor.core.law import DEFAULT_LAW, LAWS, Decision, LawConfig, LawName, LawState, initial_state
 from governor.core.planner import (
     Cooldowns,
@@ -37,6 +37,7 @@ from governor.core.reading import Reading
 from governor.core.signals import LatencyKind
 from governor.services.control import Applied, Observed, StepReport, control_step
 
+from governor_twin.fleet.alerting import AlertPath
 from governor_twin.fleet.fleet import Fleet
 from governor_twin.fleet.metrics import FleetMetrics
 
@@ -60,6 +61,7 @@ class FleetEdges:
     memory: demand.DemandMemory = field(default_factory=demand.DemandMemory)
     sample: demand.Sample | None = None
     reports: list[StepReport] = field(default_factory=list)
+    alert_plans: list[tuple[float, int, str, int]] = field(default_factory=list)  # (t, direction, why, to)
 
     async def observe(self) -> Observed:
         m, cfg = self.metrics, self.cfg
@@ -163,6 +165,39 @@ class FleetEdges:
     def export(self, report: StepReport) -> None:
         self.reports.append(report)
 
+    def alert_step(self, step: notifications.Step, now_s: float) -> None:
+        """One step the receiver asks for, planned as governor.services.replicas.request_scale plans it
+        (unsized: one replica)."""
+        request = ScaleRequest(step.direction, notifications.SOURCE, step.reason, now_s)
+        ready = len(self.fleet.ready(now_s))
+        result = plan(
+            self.planner, request, self.bounds, self.cooldowns, ready_replicas=ready, limits=self.limits
+        )
+        self.planner = result.state
+        self.alert_plans.append((now_s, step.direction, result.reason, result.replicas))
+        if result.changed:
+            self.fleet.scale_to(result.replicas, now_s)
+
+    def alert_series(self, path: AlertPath, report: StepReport) -> dict[str, float]:
+        """What Prometheus holds for the alert rules at this scrape."""
+        f, s = self.fleet, self.metrics.samples[-1]
+        cumulative = None
+        for r in f.replicas:  # deleted pods' counters kept, as FleetMetrics does
+            c = r.engine.queue_hist.cumulative()
+            cumulative = c if cumulative is None else cumulative + c
+        assert cumulative is not None
+        edges = [f"{e:g}" for e in f.replicas[0].engine.queue_hist.edges] + ["+Inf"]
+        return path.series(
+            queue_buckets=list(zip(edges, (float(c) for c in cumulative), strict=True)),
+            running=s.running * s.ready,
+            waiting=s.waiting * s.ready,
+            runtime_cap=float(f.cap) * s.ready,
+            cap=float(f.cap),
+            floor=float(self.cfg.min_cap),
+            p99_smoothed=report.decision.state.p99_smoothed,
+            slo_s=self.cfg.slo_target_s,
+        )
+
 
 class Ours:
     """The cap-plus-replicas policy: one control step per law tick."""
@@ -179,6 +214,7 @@ class Ours:
         sized: bool = True,
         demand_on: bool = True,
         law: LawName = DEFAULT_LAW,
+        alert_path: bool = True,
     ) -> None:
         self.cfg = cfg
         self.law = law
@@ -192,6 +228,7 @@ class Ours:
         self.state: LawState = initial_state(cfg)
         self.cap = self.state.cap
         self.edges: FleetEdges | None = None
+        self.alerts = AlertPath("fleet", "svc") if alert_path else None
 
     def attach(self, fleet: Fleet, metrics: FleetMetrics) -> None:
         planner = PlannerState(replicas=len(fleet.live()))
@@ -212,3 +249,7 @@ class Ours:
         self.edges.now = now
         report = await control_step(self.state, self.cfg, self.edges, now, law=LAWS[self.law])
         self.state = report.decision.state
+        if self.alerts is not None:
+            self.alerts.record(now, self.edges.alert_series(self.alerts, report))
+            for step in self.alerts.steps(now):
+                self.edges.alert_step(step, now)
