@@ -49,9 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         "max-model-len, are left out and counted apart). Goodput = output tokens/s of those requests.",
         "Rows: each peer at vLLM's default cap 256 with its documented defaults, and at the best static cap "
         "with its default and two alternative values of its main knob; ours: the operator's control step "
-        "(law with its TTFT hand-off + the sized planner + the demand rule) as shipped, with a 120 s "
-        "scale-in cooldown, and two ablations: replicas on the law's wish only (no demand rule), and the "
-        "planner asked one step at a time; and the same control step with the other law.",
+        "(law with its TTFT hand-off + the sized planner + the demand rule + the Alertmanager path: the "
+        "shipped scale alerts evaluated by promtool, the receiver's steps) as shipped, with a 120 s "
+        "scale-in cooldown, and three ablations: replicas on the law's wish only (no demand rule), the "
+        "planner asked one step at a time, and no Alertmanager path; and the same control step with the "
+        "other law.",
     ]
     path = report.write(runs, args.out, header)
     print(path)
