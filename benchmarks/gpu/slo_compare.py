@@ -27,6 +27,14 @@ from report import TTFT_BOUND_S, loop_table, print_loop
 
 GOODPUT_TTFT = f"goodput_ttft{TTFT_BOUND_S:g}s_rps"
 POLICIES = ("static256", "static64", "governor", "governor-levers")  # a policy not in the run is left out
+
+
+def policies(summary: Sequence[Row]) -> list[str]:
+    """POLICIES in their order, then any other governor variant the run had (GOVERNOR_VARIANTS)."""
+    names = {str(r["policy"]) for r in summary}
+    return [p for p in POLICIES if p in names] + sorted(
+        n for n in names if n.startswith("governor-") and n not in POLICIES
+    )
 GOVERNOR_ARGS: dict[str, Any] = {"tick_s": 2.0, "window_s": 10.0, "cooldown_s": 4.0, "gpu_type": "H200"}
 
 
@@ -62,7 +70,7 @@ def comparison(summaries: Sequence[tuple[float, list[Row]]], burst_phase: int) -
     rows: list[Row] = []
     for slo_ms, summary in summaries:
         for source in ("H200", "twin"):
-            for policy in POLICIES:
+            for policy in policies(summary):
                 mine = {
                     str(r["phase"]): r for r in summary if r["source"] == source and r["policy"] == policy
                 }
