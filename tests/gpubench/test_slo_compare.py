@@ -78,3 +78,14 @@ def test_markdown_has_a_line_per_row() -> None:
     assert text.count("\n") == 2 + len(table)
     assert "| 12 ms | governor | 0.500 / 0.400 | 10.00 | 5.00 |" in text
     assert "| 12 ms | twin: static 64 |" in text
+
+
+def test_every_governor_variant_of_the_run_gets_its_rows() -> None:
+    # GOVERNOR_VARIANTS="ttft=--ttft-bound 2.5s" adds policy governor-ttft: it belongs in the table and the
+    # verdict, after the policies the report knows by name.
+    rows = [*summary(0.95, 21.0), summary_row("H200", "governor-ttft", "all", 0.6, 13.0)]
+    table = slo_compare.comparison([(12.0, rows)], burst_phase=1)
+    assert [r["policy"] for r in table if r["source"] == "H200"] == [
+        "static256", "static64", "governor", "governor-ttft"
+    ]  # fmt: skip
+    assert any(line.startswith("SLO 12 ms, governor-ttft:") for line in slo_compare.verdict(table))
