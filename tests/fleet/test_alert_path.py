@@ -6,6 +6,7 @@ series are written as the fleet records them; what must fire is known from the r
 from __future__ import annotations
 
 import pytest
+from governor.core.law import LawConfig
 from governor.core.notifications import SOURCE, Step
 from governor.core.planner import Cooldowns, PlannerState, ReplicaBounds
 from governor_twin.fleet.alerting import EVAL_S, GROUP_WAIT_S, SCRAPE_S, AlertPath, PromtoolMissing
@@ -66,7 +67,7 @@ def test_sustained_headroom_asks_for_one_replica_fewer_and_a_calm_service_for_no
 def test_the_receivers_step_reaches_the_planner_as_the_operator_hands_it() -> None:
     fleet = Fleet(load_profile("h200_llama8b"), FleetConfig(), replicas=2, cap=64)
     edges = FleetEdges(
-        fleet, FleetMetrics(fleet), cfg=None,  # type: ignore[arg-type]  # not read by alert_step
+        fleet, FleetMetrics(fleet), cfg=LawConfig(slo_target_s=0.025),
         bounds=ReplicaBounds(min_replicas=1, max_replicas=4), cooldowns=Cooldowns(),
         planner=PlannerState(replicas=2),
     )  # fmt: skip
@@ -85,3 +86,13 @@ def test_without_promtool_the_path_says_so(monkeypatch: pytest.MonkeyPatch) -> N
     path = AlertPath("ai", "chat")
     with pytest.raises(PromtoolMissing, match=r"scripts/setup\.sh"):
         drive(path, 2, queued_s=4.0, running=16.0, waiting=40.0)
+
+
+def test_a_scrape_off_the_interval_is_refused() -> None:
+    # promtool reads the points as one series at SCRAPE_S: a caller ticking every 10 s would skew every
+    # rate and `for:` silently.
+    path = AlertPath("ai", "chat")
+    scrape(path, 0.0, queued_s=1.0, served=0.0, running=1.0, waiting=0.0)
+    scrape(path, 10.0, queued_s=1.0, served=0.0, running=1.0, waiting=0.0)  # before the next scrape: kept out
+    with pytest.raises(ValueError, match="does not divide"):
+        scrape(path, 20.0, queued_s=1.0, served=0.0, running=1.0, waiting=0.0)

@@ -110,7 +110,8 @@ def test_with_both_bounds_missed_and_no_cap_known_a_growing_queue_gets_the_cap_t
     assert service(relief[1].cap) >= 30.0 * 1.1, relief[1]
     assert all("per-token bound given up" in d.detail and "replicas needed" in d.detail for d in relief)
     carrying = min(c for c in range(1, 257) if service(c) >= 30.0 * 1.1)
-    after = [d.cap for _, d in run[run.index(next(x for x in run if x[1] is relief[1])) :]]
+    jump = next(i for i, (_, d) in enumerate(run) if d is relief[1])
+    after = [d.cap for _, d in run[jump:]]
     assert min(after) >= carrying, after
     assert (run[-1][0].waiting or 0.0) == 0.0
 

@@ -26,7 +26,8 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections import deque
+import weakref
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -102,9 +103,7 @@ def firing(rules_path: Path, names: list[str], points: list[Point], workdir: Pat
         return []
     report = done.stdout + done.stderr
     found = [
-        {**dict(_PAIR.findall(labels))}
-        for _, body in _ALERT.findall(report)
-        for labels in _LABELS.findall(body)
+        dict(_PAIR.findall(labels)) for _, body in _ALERT.findall(report) for labels in _LABELS.findall(body)
     ]
     if not found:  # a failure that is not a fired alert: the rules or the series are wrong
         raise RuntimeError(f"promtool failed without an alert:\n{report[-2000:]}")
@@ -145,7 +144,7 @@ class AlertPath:
     next_eval_s: float = EVAL_S
     evaluations: int = 0
     notifications: int = 0
-    fired: dict[str, int] = field(default_factory=dict)  # alertname -> evaluations it fired at
+    fired: Counter[str] = field(default_factory=Counter)  # alertname -> evaluations it fired at
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="fleet-alerts-")))
 
     def __post_init__(self) -> None:
@@ -153,15 +152,22 @@ class AlertPath:
         self.names = scale_alert_names(rules)
         self.rules_path = self.workdir / "rules.yml"
         self.rules_path.write_text(yaml.safe_dump(rules, sort_keys=False))
+        weakref.finalize(self, shutil.rmtree, self.workdir, True)
 
     def labels(self, **extra: str) -> str:
         pairs = {NAMESPACE_LABEL: self.namespace, ISVC_LABEL: self.name, "name": self.name, **extra}
         return "{" + ", ".join(f'{k}="{v}"' for k, v in pairs.items()) + "}"
 
     def record(self, now: float, values: dict[str, float]) -> None:
-        """One scrape, kept at SCRAPE_S spacing (the control step ticks more often)."""
+        """One scrape, kept at SCRAPE_S spacing (the control step ticks more often). promtool reads the
+        points as one series at that interval, so a tick that does not divide it is refused."""
         if now + 1e-9 < self.next_scrape_s:
             return
+        if self.points and abs(now - self.points[-1].t - SCRAPE_S) > 1e-6:
+            raise ValueError(
+                f"the alert path samples every {SCRAPE_S:g} s; a scrape {now - self.points[-1].t:g} s "
+                "after the last means the caller's tick does not divide it"
+            )
         self.next_scrape_s = now + SCRAPE_S
         self.points.append(Point(now, values))
         while self.points and self.points[0].t < now - HISTORY_S:
@@ -214,8 +220,8 @@ class AlertPath:
     def _update(self, found: list[dict[str, str]], now: float) -> None:
         g = self.group
         current = {fingerprint(labels): labels for labels in found}
+        self.fired.update(labels.get("alertname", "?") for labels in found)
         for fp, labels in current.items():
-            self.fired[labels.get("alertname", "?")] = self.fired.get(labels.get("alertname", "?"), 0) + 1
             if fp not in g.active:
                 g.active[fp] = (labels, now)
                 g.changed = True

@@ -42,8 +42,7 @@ def policies(cells: Sequence[Cell]) -> list[str]:
 def worst_median(cells: Sequence[Cell], policy: str) -> tuple[float, float, str]:
     """(worst ratio to the best static, median ratio, the worst cell), over the cells where it ran; a static
     cap above a profile's ceiling is not run there."""
-    pairs = [(c.ratio(policy), c) for c in cells if policy in c.scores]
-    pairs = [(r, c) for r, c in pairs if not math.isnan(r)]
+    pairs = _ratios(cells, policy)
     if not pairs:
         return float("nan"), float("nan"), ""
     r, c = min(pairs, key=lambda x: x[0])
@@ -61,9 +60,14 @@ def targets_markdown(targets: Sequence[Targets]) -> str:
     return "\n".join(out)
 
 
+def _ratios(cells: Sequence[Cell], policy: str) -> list[tuple[float, Cell]]:
+    """(ratio to the best static, cell) where the policy ran and the ratio is defined."""
+    pairs = [(c.ratio(policy), c) for c in cells if policy in c.scores]
+    return [(r, c) for r, c in pairs if not math.isnan(r)]
+
+
 def mean_ratio(cells: Sequence[Cell], policy: str) -> float:
-    ratios = [c.ratio(policy) for c in cells if policy in c.scores]
-    ratios = [r for r in ratios if not math.isnan(r)]
+    ratios = [r for r, _ in _ratios(cells, policy)]
     return sum(ratios) / len(ratios) if ratios else float("nan")
 
 
