@@ -3,14 +3,18 @@ replica serves nothing; and our policy goes through the operator's own control s
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from governor.core.law import LawConfig
 from governor.core.planner import Cooldowns, ReplicaBounds
 from governor_twin.fleet.fleet import Fleet, FleetConfig
+from governor_twin.fleet.metrics import FleetMetrics
 from governor_twin.fleet.ours import Ours
-from governor_twin.fleet.run import run
-from governor_twin.fleet.scenarios import FleetScenario
+from governor_twin.fleet.peers import ReplicaPolicy
+from governor_twin.fleet.run import TAIL_S, run
+from governor_twin.fleet.scenarios import FleetScenario, warmed
 from governor_twin.profile import load_profile
 
 
@@ -45,6 +49,7 @@ def test_gpu_seconds_run_from_scheduling_to_deletion() -> None:
     fleet.scale_to(1, 50.0)  # the new one is still warming: deleted at once
     fleet.advance(100.0)
     assert fleet.gpu_seconds(100.0) == pytest.approx(100.0 + 40.0)
+    assert fleet.gpu_seconds(100.0, start=30.0) == pytest.approx(70.0 + 20.0)  # after a warm-up of 30 s
 
 
 def test_a_warming_replica_serves_nothing() -> None:
@@ -106,3 +111,45 @@ def test_the_levers_law_learns_from_the_pooled_means_in_the_fleet() -> None:
     assert metrics.mean("tpot_mean_s", CFG.window_s) == pytest.approx((total - total0) / (count - count0))
     assert 0.004 < (total - total0) / (count - count0) < 0.1  # seconds per token on the H200 profile
     assert policy.state.mean_fit is not None and policy.state.mean_fit.count >= 8
+
+
+class _TwoReplicas(ReplicaPolicy):
+    """Scales 1 -> 2 in the warm-up's first tick and holds."""
+
+    name = "two"
+
+    def desired(self, now: float, fleet: Fleet, metrics: FleetMetrics) -> int:
+        return 2
+
+
+def test_the_warm_up_is_not_scored() -> None:
+    # Light load (half a replica's worth) after a warm-up whose every request vLLM would refuse (prompt above
+    # max-model-len): scored, they would show as refused; the warm-up's scale-out is not a counted change, and
+    # GPU-hours and mean replicas run from its end.
+    rng = np.random.default_rng(4)
+    n = 15 * 240
+    light = FleetScenario(
+        "t",
+        "",
+        np.sort(rng.uniform(0, 240, n)),
+        rng.integers(256, 1025, n),
+        rng.integers(64, 257, n),
+        240.0,
+        30.0,
+        1,
+    )
+    scn = warmed(light, start_rps=5.0, warmup_s=120.0)
+    warm = scn.sent < 120.0
+    assert 450 < warm.sum() < 750 and scn.duration_s == 360.0 and (scn.sent[~warm] >= 120.0).all()
+    prompt = scn.prompt.copy()
+    prompt[warm] = load_profile("h200_llama8b").max_model_len + 1
+    scn = dataclasses.replace(scn, prompt=prompt)
+
+    result = run(scn, _TwoReplicas(64), "64")
+    assert result.refused == 0 and result.attainment == 1.0 and result.lost == 0
+    assert result.replica_changes == 0 and result.mean_replicas == 2.0
+    assert result.gpu_hours == pytest.approx(2 * (240.0 + TAIL_S) / 3600.0)
+    assert result.t[0] < 0 < result.t[-1]  # the timeline shows the warm-up before 0
+
+    unwarmed = run(dataclasses.replace(scn, warmup_s=0.0), _TwoReplicas(64), "64")
+    assert unwarmed.refused == warm.sum() and unwarmed.replica_changes == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 from governor_twin.fleet import report
 from governor_twin.fleet.grid import entries
 from governor_twin.fleet.run import FleetRun, run
-from governor_twin.fleet.scenarios import BUILDERS
+from governor_twin.fleet.scenarios import BUILDERS, WARMUP_S
 
 DEFAULT_OUT = Path("benchmarks/results/fleet")
 
@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     header = [
         f"One run: {len(runs)} fleet simulations, {took / 60:.1f} min on {args.workers} worker(s). "
         "Virtual time; "
+        f"each scenario opens with a {WARMUP_S:.0f} s warm-up at its starting rate, which the policies act "
+        "through and which is not scored (requests sent in it, and the GPU-hours, replicas and replica "
+        "changes before its end, are left out); "
         "replicas ready 86-100 s after scheduling; GPU-hours from scheduling to deletion; Kubernetes-Service "
         "random routing. SLO attainment = share of all requests meeting TTFT <= 2.5 s and TPOT <= 25 ms "
         "(unfinished requests count as misses; requests vLLM refuses with a 400, prompt + max_tokens above "

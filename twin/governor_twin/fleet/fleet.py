@@ -55,9 +55,10 @@ class Replica:
         """Counted in the Deployment's spec.replicas (neither draining nor deleted)."""
         return self.drain_s is None and self.deleted_s is None
 
-    def gpu_seconds(self, end: float) -> float:
-        stop = self.deleted_s if self.deleted_s is not None else end
-        return max(0.0, stop - self.scheduled_s)
+    def gpu_seconds(self, end: float, start: float = 0.0) -> float:
+        """Seconds held between `start` and `end`, from scheduling to deletion."""
+        stop = min(self.deleted_s, end) if self.deleted_s is not None else end
+        return max(0.0, stop - max(self.scheduled_s, start))
 
 
 class Fleet:
@@ -201,8 +202,8 @@ class Fleet:
                 r.deleted_s = t
 
     # ---------------------------------------------------------------- accounting
-    def gpu_seconds(self, end: float) -> float:
-        return sum(r.gpu_seconds(end) for r in self.replicas)
+    def gpu_seconds(self, end: float, start: float = 0.0) -> float:
+        return sum(r.gpu_seconds(end, start) for r in self.replicas)
 
     def outcomes(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
         """Per global request: first token time, finish time, done (NaN/False where not finished)."""

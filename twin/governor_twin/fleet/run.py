@@ -1,5 +1,6 @@
 """One fleet run in virtual time: every 5 s the fleet is scraped (Prometheus' scrape interval), and each
-policy acts on its own period. One asyncio.run drives the whole run (our edges do no real I/O)."""
+policy acts on its own period. One asyncio.run drives the whole run (our edges do no real I/O). Policies act
+through the scenario's warm-up; what is scored (requests, GPU-hours, replicas, changes) starts after it."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class FleetRun:
     mean_replicas: float
     lost: int  # admissible requests routed nowhere or never finished
     refused: int  # prompt + max_tokens above max-model-len: vLLM answers 400 (left out of attainment)
-    t: NDArray[np.float64]
+    t: NDArray[np.float64]  # seconds from the warm-up's end (negative in it)
     live: NDArray[np.float64]
     ready: NDArray[np.float64]
     cap: NDArray[np.float64]
@@ -60,12 +61,16 @@ def run(
         policy.attach(fleet, metrics)
     timeline: list[tuple[float, ...]] = []
     end = scn.duration_s + TAIL_S
+    changes_before = 0  # the warm-up's replica changes, left out of the count
 
     async def drive() -> None:
         next_act = policy.tick_s
         k = 0
+        nonlocal changes_before
         while (now := (k := k + 1) * SCRAPE_S) <= end + 1e-9:
             fleet.advance(now)
+            if now <= scn.warmup_s + 1e-9:
+                changes_before = fleet.changes
             s = metrics.scrape(now)
             if now + 1e-9 >= next_act:
                 next_act += policy.tick_s
@@ -84,20 +89,23 @@ def run(
     out = fleet.output
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), 0.0)
-    met = done & (ttft <= scn.slo.ttft_s) & (tpot <= scn.slo.target_s)
-    refused = (fleet.prompt + out > profile.max_model_len) | (fleet.prompt < 1)
-    admissible = ~refused
+    scored = fleet.sent >= scn.warmup_s
+    met = done & (ttft <= scn.slo.ttft_s) & (tpot <= scn.slo.target_s) & scored
+    refused = ((fleet.prompt + out > profile.max_model_len) | (fleet.prompt < 1)) & scored
+    admissible = ~refused & scored
     tl = np.array(timeline)
+    tl[:, 0] -= scn.warmup_s  # the scored part starts at 0; the warm-up is negative
+    after = tl[:, 0] > 0
     return FleetRun(
         policy=policy.name,
         knob=policy.knob,
         cap_label=cap_label,
         scenario=scn.name,
         attainment=float(met[admissible].mean()) if admissible.any() else math.nan,
-        goodput_tok_s=float(out[met].sum()) / scn.duration_s,
-        gpu_hours=fleet.gpu_seconds(end) / 3600.0,
-        replica_changes=fleet.changes,
-        mean_replicas=float(tl[:, 1].mean()),
+        goodput_tok_s=float(out[met].sum()) / scn.scored_s,
+        gpu_hours=fleet.gpu_seconds(end, start=scn.warmup_s) / 3600.0,
+        replica_changes=fleet.changes - changes_before,
+        mean_replicas=float(tl[after, 1].mean()),
         lost=int((~done & admissible).sum()),
         refused=int(refused.sum()),
         t=tl[:, 0],

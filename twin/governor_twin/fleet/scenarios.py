@@ -1,12 +1,13 @@
 """Fleet-scale scenarios, sized in replicas' worth of load: one replica's worth is the twin's saturated
 completion rate of one engine at the best static cap for the scenario's lengths (what Dynamo's profiling
-would measure). SLO on TPOT (P99 target per request) and TTFT together."""
+would measure). SLO on TPOT (P99 target per request) and TTFT together. Each scenario opens with a warm-up at
+its starting rate (WARMUP_S) that is not scored."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -18,6 +19,12 @@ from governor_twin.scenarios import Phase, Scenario, Slo, _shared_root, generate
 
 PROFILE = "h200_llama8b"
 SLO = Slo(target_s=0.025, ttft_s=2.5)
+WARMUP_S = 180.0
+"""Arrivals at the scenario's starting rate before its scored part: every policy meets the scenario as a
+running service, its replicas sized and its rates measured, not as empty engines hit at full load at t = 0.
+Without it the bursts scenario scored the cold start: every policy's misses lay in its first two minutes,
+before any replica started by any policy could be ready (86-100 s), and the ones after were nil. 180 s: a
+decision on 30-60 s of windows plus a replica's start."""
 AZURE = "traces/azure_llm_2023_conv.csv"
 
 
@@ -32,6 +39,26 @@ class FleetScenario:
     replica_rps: float  # one replica's worth at the best static cap
     initial_replicas: int
     slo: Slo = SLO
+    warmup_s: float = 0.0  # requests sent before it are not scored; GPU-hours and replicas count after it
+
+    @property
+    def scored_s(self) -> float:
+        return self.duration_s - self.warmup_s
+
+
+def warmed(scn: FleetScenario, start_rps: float, warmup_s: float = WARMUP_S, seed: int = 5) -> FleetScenario:
+    """`scn` after a warm-up of Poisson arrivals at `start_rps`, lengths drawn from its own requests."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.poisson(start_rps * warmup_s))
+    pick = rng.integers(0, scn.sent.size, n)
+    return replace(
+        scn,
+        sent=np.concatenate([np.sort(rng.uniform(0.0, warmup_s, n)), scn.sent + warmup_s]),
+        prompt=np.concatenate([scn.prompt[pick], scn.prompt]),
+        output=np.concatenate([scn.output[pick], scn.output]),
+        duration_s=scn.duration_s + warmup_s,
+        warmup_s=warmup_s,
+    )
 
 
 def replica_rps(
@@ -57,7 +84,7 @@ def _uniform_rps(cap: int) -> float:
 
 def _synthetic(name: str, desc: str, phases: list[Phase], rps: float, start_rate: float) -> FleetScenario:
     work, resolved = generate(Scenario(name, desc, PROFILE, SLO, tuple(phases)), seed=7)
-    return FleetScenario(
+    scn = FleetScenario(
         name,
         desc,
         work.sent_s,
@@ -67,6 +94,7 @@ def _synthetic(name: str, desc: str, phases: list[Phase], rps: float, start_rate
         rps,
         math.ceil(start_rate / rps),
     )
+    return warmed(scn, start_rate)
 
 
 def azure(cap: int, peak_replicas: float = 8.0, duration_s: float = 900.0) -> FleetScenario:
@@ -83,7 +111,7 @@ def azure(cap: int, peak_replicas: float = 8.0, duration_s: float = 900.0) -> Fl
     sent = np.clip(t[keep] + rng.uniform(-2.0, 2.0, keep.size), 0.0, duration_s - 1e-6)
     order = np.argsort(sent, kind="stable")
     first_min = float(per_min[0]) * factor
-    return FleetScenario(
+    scn = FleetScenario(
         "azure",
         f"Azure LLM trace 2023 (conversation), 58 min compressed to {duration_s / 60:.0f} min, peak minute "
         f"{peak_replicas:g} replicas' worth ({factor:.1f}x the trace's rate)",
@@ -94,6 +122,7 @@ def azure(cap: int, peak_replicas: float = 8.0, duration_s: float = 900.0) -> Fl
         rps,
         max(1, math.ceil(first_min / rps)),
     )
+    return warmed(scn, first_min)
 
 
 def diurnal(cap: int, duration_s: float = 900.0) -> FleetScenario:
