@@ -72,19 +72,16 @@ def test_routers_spread_the_load(router: str) -> None:
     assert shares.min() > 0.15
 
 
+def _scenario(rate: float, span: float, seed: int) -> FleetScenario:
+    """Poisson-like arrivals at `rate` for `span` seconds on one replica (one replica's worth: 30 req/s)."""
+    rng = np.random.default_rng(seed)
+    n = int(rate * span)
+    prompt, output = rng.integers(256, 1025, n), rng.integers(64, 257, n)
+    return FleetScenario("t", "", np.sort(rng.uniform(0, span, n)), prompt, output, span, 30.0, 1)
+
+
 def _queue_scenario() -> FleetScenario:
-    rng = np.random.default_rng(3)
-    n = 80 * 300  # ~2.5 replicas' worth on one replica
-    return FleetScenario(
-        "t",
-        "",
-        np.sort(rng.uniform(0, 300, n)),
-        rng.integers(256, 1025, n),
-        rng.integers(64, 257, n),
-        300.0,
-        30.0,
-        1,
-    )
+    return _scenario(80.0, 300.0, seed=3)  # ~2.5 replicas' worth on one replica
 
 
 CFG = LawConfig(slo_target_s=0.025, ceiling=256, gpu_type="h200", ttft_bound_s=2.5)
@@ -126,19 +123,7 @@ def test_the_warm_up_is_not_scored() -> None:
     # Light load (half a replica's worth) after a warm-up whose every request vLLM would refuse (prompt above
     # max-model-len): scored, they would show as refused; the warm-up's scale-out is not a counted change, and
     # GPU-hours and mean replicas run from its end.
-    rng = np.random.default_rng(4)
-    n = 15 * 240
-    light = FleetScenario(
-        "t",
-        "",
-        np.sort(rng.uniform(0, 240, n)),
-        rng.integers(256, 1025, n),
-        rng.integers(64, 257, n),
-        240.0,
-        30.0,
-        1,
-    )
-    scn = warmed(light, start_rps=5.0, warmup_s=120.0)
+    scn = warmed(_scenario(15.0, 240.0, seed=4), start_rps=5.0, warmup_s=120.0)
     warm = scn.sent < 120.0
     assert 450 < warm.sum() < 750 and scn.duration_s == 360.0 and (scn.sent[~warm] >= 120.0).all()
     prompt = scn.prompt.copy()
