@@ -11,6 +11,7 @@ from governor.core.demand import (
     estimated_capacity,
     measured_capacity,
     remember,
+    sizing_capacity,
     wanted,
 )
 from governor.core.planner import Cooldowns, PlannerState, ReplicaBounds, ScaleRequest, plan
@@ -74,7 +75,7 @@ def test_remembered_arrivals_make_the_request_the_planner_steps_to() -> None:
     memory = DemandMemory()
     for t in range(0, 125, 5):
         sample = Sample(float(t), 2, 27.0, 115.0, 125.0, 0.022, 50.0 + 0.5 * t)
-        memory = remember(memory, sample, SLO, 0.9)
+        memory = remember(memory, sample, SLO, 0.9, 30.0)
     assert memory.measured_rps == 27.0
     assert memory.arrivals[0][0] == 0.0 and len(memory.arrivals) == 25
     need = wanted(memory, sample, live=2, waiting=0.0, slo_s=SLO, window_s=30.0)
@@ -93,3 +94,23 @@ def test_remembered_arrivals_make_the_request_the_planner_steps_to() -> None:
         ready_replicas=2,
     )
     assert (again.replicas, again.reason) == (6, "supplied")
+
+
+def test_a_step_in_is_sized_on_the_window_s_batch_not_one_tick_s_dip() -> None:
+    # 20 req/s at a batch of 40 for the window, then one tick at a batch of 4 (the window's rate is the same):
+    # on this tick's batch the cap of 64 would serve 10x as much, and a step in sized on it would shrink the
+    # service below its load.
+    memory = DemandMemory()
+    for t in range(0, 30, 5):
+        memory = remember(memory, Sample(float(t), 4, 20.0, 40.0, 64.0, 0.0125, 80.0), SLO, 0.9, 30.0)
+    dip = Sample(30.0, 4, 20.0, 4.0, 64.0, 0.0125, 80.0)
+    memory = remember(memory, dip, SLO, 0.9, 30.0)
+    assert memory.measured_rps is None  # the cap never bound
+    assert len(memory.running) == 6  # the window's ticks (t = 5..30), the oldest forgotten
+    window_batch = (5 * 40.0 + 4.0) / 6
+    assert sizing_capacity(memory, dip, SLO, -1) == estimated_capacity(20.0, window_batch, 64.0, 0.0125, SLO)
+    assert sizing_capacity(memory, dip, SLO, -1) < estimated_capacity(20.0, 4.0, 64.0, 0.0125, SLO) / 5
+    # a step out keeps this tick's batch (sized low, it asks for a replica too many, never too few)
+    assert sizing_capacity(memory, dip, SLO, 1) == estimated_capacity(20.0, 4.0, 64.0, 0.0125, SLO)
+    measured = DemandMemory(measured_rps=27.0, running=memory.running)
+    assert sizing_capacity(measured, dip, SLO, -1) == 27.0  # a measure at the SLO stands

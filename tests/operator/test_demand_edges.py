@@ -11,8 +11,10 @@ from governor.adapters.kube import Kube
 from governor.core import demand
 from governor.core.law import LawConfig, initial_state
 from governor.core.law.model import Decision
-from governor.core.planner import Plan
+from governor.core.planner import Plan, StepLimits, size_request
+from governor.core.promql import latency_signal
 from governor.core.reading import Reading
+from governor.core.signals import LatencyKind
 from governor.services.governed import ClusterEdges, OperatorContext, PodInfo, demand_sample
 
 CFG = LawConfig(slo_target_s=0.025, ceiling=256, tick_s=5.0, window_s=30.0)
@@ -48,7 +50,7 @@ def edges(arrivals_per_pod: float, replicas: int) -> tuple[ClusterEdges, Writer]
     memory = demand.DemandMemory()
     for t in range(0, 150, 5):  # steady arrivals over the trend window
         sample = demand.Sample(float(t), replicas, 10.0, 64.0, 64.0, 0.020, arrivals_per_pod * replicas)
-        memory = demand.remember(memory, sample, CFG.slo_target_s, CFG.binding_fraction)
+        memory = demand.remember(memory, sample, CFG.slo_target_s, CFG.binding_fraction, CFG.window_s)
     ctx.demands[KEY] = memory
     e.sample = demand_sample(e.reading, replicas, 150.0, CFG)
     return e, writer
@@ -73,3 +75,30 @@ async def test_arrivals_the_replicas_serve_ask_nothing() -> None:
     e, writer = edges(arrivals_per_pod=9.0, replicas=2)
     await e.plan_replicas(0, decision(), 150.0)
     assert writer.asked == []
+
+
+async def test_a_step_in_is_sized_on_the_window_s_batch_not_this_tick_s() -> None:
+    # The cap never bound (no capacity measured): a step in is sized on Little's law over the window's mean
+    # batch (40), not this tick's dip (4), on which each replica would seem to serve ten times as much.
+    e, writer = edges(arrivals_per_pod=20.0, replicas=4)
+    e.reading = Reading(latency={latency_signal(LatencyKind.TPOT, 0.99): 0.0125}, running=4.0, waiting=0.0,
+                        cap=64.0, request_rate=20.0)
+    memory = demand.DemandMemory()
+    for t in range(0, 30, 5):
+        sample = demand.Sample(float(t), 4, 20.0, 40.0, 64.0, 0.0125, 80.0)
+        memory = demand.remember(memory, sample, CFG.slo_target_s, CFG.binding_fraction, CFG.window_s)
+    e.sample = demand_sample(e.reading, 4, 30.0, CFG)
+    memory = demand.remember(memory, e.sample, CFG.slo_target_s, CFG.binding_fraction, CFG.window_s)
+    e.ctx.demands[KEY] = memory
+    assert memory.measured_rps is None
+
+    await e.plan_replicas(-1, decision(), 30.0)
+
+    def sized(batch: float) -> tuple[int | None, float | None]:
+        capacity = demand.estimated_capacity(20.0, batch, 64.0, 0.0125, CFG.slo_target_s)
+        return size_request(-1, ready=4, live=4, capacity_rps=capacity, completions_rps=80.0, waiting=0.0,
+                            growth_rps=0.0, down_load=StepLimits().down_load)
+
+    (asked,) = writer.asked
+    assert (asked["wanted"], asked["load_after"]) == sized((5 * 40.0 + 4.0) / 6)
+    assert sized(4.0)[0] == 1 < asked["wanted"]  # on the dip: down to one replica

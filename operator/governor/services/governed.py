@@ -161,7 +161,7 @@ class ClusterEdges:
         self.sample = demand_sample(reading, len(self.targets), time.time(), self.cfg)
         memory = self.ctx.demands.get(self.key, demand.DemandMemory())
         self.ctx.demands[self.key] = demand.remember(
-            memory, self.sample, self.cfg.slo_target_s, self.cfg.binding_fraction
+            memory, self.sample, self.cfg.slo_target_s, self.cfg.binding_fraction, self.cfg.window_s
         )
         return Observed(reading, snapshot.available, self.key in snapshot.services, snapshot.error)
 
@@ -207,8 +207,8 @@ class ClusterEdges:
                 )
                 return None if step is None else step.replicas
             memory, sample = self.ctx.demands.get(self.key), self.sample
-            capacity = None if memory is None or sample is None else demand.capacity(
-                memory, sample, self.cfg.slo_target_s
+            capacity = None if memory is None or sample is None else demand.sizing_capacity(
+                memory, sample, self.cfg.slo_target_s, wish
             )
             wanted, load_after = size_request(  # readings are per pod: the planner sizes from totals
                 wish,

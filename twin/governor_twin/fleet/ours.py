@@ -57,7 +57,6 @@ class FleetEdges:
     sized: bool = True
     now: float = 0.0
     demand_on: bool = True  # the demand rule (governor.core.demand); off: replicas on the law's wish only
-    capacity_rps: float | None = None  # one replica's, measured at the SLO or estimated (demand.capacity)
     memory: demand.DemandMemory = field(default_factory=demand.DemandMemory)
     sample: demand.Sample | None = None
     reports: list[StepReport] = field(default_factory=list)
@@ -77,8 +76,9 @@ class FleetEdges:
             self.sample = demand.Sample(
                 s.t, s.ready, rate, s.running, float(self.fleet.cap), p, self._arrivals()
             )
-            self.memory = demand.remember(self.memory, self.sample, cfg.slo_target_s, cfg.binding_fraction)
-            self.capacity_rps = demand.capacity(self.memory, self.sample, cfg.slo_target_s)
+            self.memory = demand.remember(
+                self.memory, self.sample, cfg.slo_target_s, cfg.binding_fraction, cfg.window_s
+            )
         reading = Reading(
             latency=latency,
             running=s.running,
@@ -126,7 +126,9 @@ class FleetEdges:
         m, window = self.metrics, self.cfg.window_s
         s, base = m.samples[-1], m._base(RECENT_S)
         completions = m.rate_total(window)
-        capacity = self.capacity_rps if self.sized else None
+        capacity = None
+        if self.sized and self.sample is not None:
+            capacity = demand.sizing_capacity(self.memory, self.sample, self.cfg.slo_target_s, wish)
         wanted = load_after = None
         if base is not None:
             queue, queue_before = s.waiting * s.ready, base.waiting * base.ready
