@@ -96,21 +96,20 @@ def test_remembered_arrivals_make_the_request_the_planner_steps_to() -> None:
     assert (again.replicas, again.reason) == (6, "supplied")
 
 
-def test_a_step_in_is_sized_on_the_window_s_batch_not_one_tick_s_dip() -> None:
-    # 20 req/s at a batch of 40 for the window, then one tick at a batch of 4 (the window's rate is the same):
-    # on this tick's batch the cap of 64 would serve 10x as much, and a step in sized on it would shrink the
-    # service below its load.
+def test_a_step_in_takes_no_more_than_the_pods_were_seen_to_serve() -> None:
+    # 20 req/s per pod at a batch of 40 for the window, then one tick at 4. With no capacity measured, a step
+    # in may count on the window's completions at its largest batch (20 x 40 / 34), not on the estimate that
+    # extrapolates to the cap of 64 (on this tick's batch: 160 req/s, eight times more).
     memory = DemandMemory()
     for t in range(0, 30, 5):
         memory = remember(memory, Sample(float(t), 4, 20.0, 40.0, 64.0, 0.0125, 80.0), SLO, 0.9, 30.0)
     dip = Sample(30.0, 4, 20.0, 4.0, 64.0, 0.0125, 80.0)
     memory = remember(memory, dip, SLO, 0.9, 30.0)
     assert memory.measured_rps is None  # the cap never bound
-    assert len(memory.running) == 6  # the window's ticks (t = 5..30), the oldest forgotten
-    window_batch = (5 * 40.0 + 4.0) / 6
-    assert sizing_capacity(memory, dip, SLO, -1) == estimated_capacity(20.0, window_batch, 64.0, 0.0125, SLO)
-    assert sizing_capacity(memory, dip, SLO, -1) < estimated_capacity(20.0, 4.0, 64.0, 0.0125, SLO) / 5
-    # a step out keeps this tick's batch (sized low, it asks for a replica too many, never too few)
-    assert sizing_capacity(memory, dip, SLO, 1) == estimated_capacity(20.0, 4.0, 64.0, 0.0125, SLO)
+    assert [r for _, r in memory.running] == [40.0] * 5 + [4.0]  # the window's ticks, the oldest forgotten
+    assert sizing_capacity(memory, dip, SLO, -1) == 20.0 * 40.0 / ((5 * 40.0 + 4.0) / 6)
+    assert estimated_capacity(20.0, 4.0, 64.0, 0.0125, SLO) == 160.0
+    # a step out keeps the estimate (sized low, it asks for a replica too many, never too few)
+    assert sizing_capacity(memory, dip, SLO, 1) == 160.0
     measured = DemandMemory(measured_rps=27.0, running=memory.running)
     assert sizing_capacity(measured, dip, SLO, -1) == 27.0  # a measure at the SLO stands

@@ -77,9 +77,10 @@ async def test_arrivals_the_replicas_serve_ask_nothing() -> None:
     assert writer.asked == []
 
 
-async def test_a_step_in_is_sized_on_the_window_s_batch_not_this_tick_s() -> None:
-    # The cap never bound (no capacity measured): a step in is sized on Little's law over the window's mean
-    # batch (40), not this tick's dip (4), on which each replica would seem to serve ten times as much.
+async def test_a_step_in_is_sized_on_what_the_pods_were_seen_to_serve() -> None:
+    # The cap never bound (no capacity measured): a step in counts on the window's completions at its largest
+    # batch (20 x 40 / 34 req/s a pod), not on the estimate that extrapolates to the cap from this tick's
+    # dip of the batch (160 req/s a pod), on which 4 pods would shrink to 1.
     e, writer = edges(arrivals_per_pod=20.0, replicas=4)
     e.reading = Reading(latency={latency_signal(LatencyKind.TPOT, 0.99): 0.0125}, running=4.0, waiting=0.0,
                         cap=64.0, request_rate=20.0)
@@ -94,11 +95,10 @@ async def test_a_step_in_is_sized_on_the_window_s_batch_not_this_tick_s() -> Non
 
     await e.plan_replicas(-1, decision(), 30.0)
 
-    def sized(batch: float) -> tuple[int | None, float | None]:
-        capacity = demand.estimated_capacity(20.0, batch, 64.0, 0.0125, CFG.slo_target_s)
+    def sized(capacity: float) -> tuple[int | None, float | None]:
         return size_request(-1, ready=4, live=4, capacity_rps=capacity, completions_rps=80.0, waiting=0.0,
                             growth_rps=0.0, down_load=StepLimits().down_load)
 
     (asked,) = writer.asked
-    assert (asked["wanted"], asked["load_after"]) == sized((5 * 40.0 + 4.0) / 6)
-    assert sized(4.0)[0] == 1 < asked["wanted"]  # on the dip: down to one replica
+    assert (asked["wanted"], asked["load_after"]) == sized(20.0 * 40.0 / ((5 * 40.0 + 4.0) / 6))
+    assert sized(160.0)[0] == 1 < asked["wanted"]

@@ -133,15 +133,21 @@ def capacity(memory: DemandMemory, sample: Sample, slo_s: float) -> float | None
 
 
 def sizing_capacity(memory: DemandMemory, sample: Sample, slo_s: float, direction: int) -> float | None:
-    """The capacity a sized replica step uses: measured at the SLO, else estimated. A step out estimates on
-    this tick's batch, as the demand rule does; a step in on the window's mean batch, which the window's
-    completions belong to: this tick's batch can dip far below it (one tick put a replica at 98 req/s where
-    it serves about 21 on the fleet's Azure trace), and a step in sized on that shrinks the service below its
-    load, while a step out sized low only asks for a replica too many."""
+    """The capacity a sized replica step uses: measured at the SLO, else estimated. A step out estimates as
+    the demand rule does (sized low, it asks for a replica too many). A step in sized high shrinks the service
+    below its load, so it takes no more than the pods have been seen to serve: the window's completions at
+    the largest batch of the window, Little's law on the window's mean batch (the batch the completions
+    belong to). The cap-based estimate extrapolates to a cap the pods never filled: on the fleet's Azure
+    trace it put a replica at 47 req/s, and this tick's batch alone at 98, where one serves about 21 at cap
+    64; a step in sized on that took the peak from 8 replicas to 4."""
     if direction > 0:
         return capacity(memory, sample, slo_s)
-    batch = statistics.fmean(r for _, r in memory.running) if memory.running else sample.running
-    return memory.measured_rps or estimated_capacity(sample.rate, batch, sample.cap, sample.p99_s, slo_s)
+    if memory.measured_rps:
+        return memory.measured_rps
+    batches = [r for _, r in memory.running]
+    if not sample.rate or not batches or statistics.fmean(batches) <= 0:
+        return None
+    return sample.rate * max(batches) / statistics.fmean(batches)
 
 
 def wanted(
