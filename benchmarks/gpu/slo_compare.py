@@ -27,6 +27,7 @@ from report import TTFT_BOUND_S, loop_table, print_loop
 
 GOODPUT_TTFT = f"goodput_ttft{TTFT_BOUND_S:g}s_rps"
 POLICIES = ("static256", "static64", "governor", "governor-levers")  # a policy not in the run is left out
+GOVERNOR_ARGS: dict[str, Any] = {"tick_s": 2.0, "window_s": 10.0, "cooldown_s": 4.0, "gpu_type": "H200"}
 
 
 def policies(summary: Sequence[Row]) -> list[str]:
@@ -35,7 +36,6 @@ def policies(summary: Sequence[Row]) -> list[str]:
     return [p for p in POLICIES if p in names] + sorted(
         n for n in names if n.startswith("governor-") and n not in POLICIES
     )
-GOVERNOR_ARGS: dict[str, Any] = {"tick_s": 2.0, "window_s": 10.0, "cooldown_s": 4.0, "gpu_type": "H200"}
 
 
 def slo_folders(raw: Path) -> list[tuple[float, Path]]:

@@ -138,3 +138,14 @@ def test_the_warm_up_is_not_scored() -> None:
 
     unwarmed = run(dataclasses.replace(scn, warmup_s=0.0), _TwoReplicas(64), "64")
     assert unwarmed.refused == warm.sum() and unwarmed.replica_changes == 1
+
+
+def test_a_warm_up_needs_a_rate_and_requests_to_draw_from() -> None:
+    light = _scenario(15.0, 60.0, seed=4)
+    with pytest.raises(ValueError, match="warm-up"):
+        warmed(light, start_rps=-1.0)
+    with pytest.raises(ValueError, match="warm-up"):
+        warmed(
+            dataclasses.replace(light, sent=light.sent[:0], prompt=light.prompt[:0], output=light.output[:0]),
+            5.0,
+        )

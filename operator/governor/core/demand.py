@@ -133,13 +133,11 @@ def capacity(memory: DemandMemory, sample: Sample, slo_s: float) -> float | None
 
 
 def sizing_capacity(memory: DemandMemory, sample: Sample, slo_s: float, direction: int) -> float | None:
-    """The capacity a sized replica step uses: measured at the SLO, else estimated. A step out estimates as
-    the demand rule does (sized low, it asks for a replica too many). A step in sized high shrinks the service
-    below its load, so it takes no more than the pods have been seen to serve: the window's completions at
-    the largest batch of the window, Little's law on the window's mean batch (the batch the completions
-    belong to). The cap-based estimate extrapolates to a cap the pods never filled: on the fleet's Azure
-    trace it put a replica at 47 req/s, and this tick's batch alone at 98, where one serves about 21 at cap
-    64; a step in sized on that took the peak from 8 replicas to 4."""
+    """The capacity a sized replica step uses: measured at the SLO, else estimated. A step out takes the
+    demand rule's estimate (sized low, it asks for a replica too many). A step in sized high shrinks the
+    service below its load, so it takes no more than the pods were seen to serve: the window's completions
+    scaled from the window's mean batch to its largest. The cap-based estimate extrapolates to a cap the pods
+    never filled; on the fleet's Azure trace a step in sized on it took the peak from 8 replicas to 4."""
     if direction > 0:
         return capacity(memory, sample, slo_s)
     if memory.measured_rps:

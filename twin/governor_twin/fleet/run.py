@@ -64,9 +64,9 @@ def run(
     changes_before = 0  # the warm-up's replica changes, left out of the count
 
     async def drive() -> None:
+        nonlocal changes_before
         next_act = policy.tick_s
         k = 0
-        nonlocal changes_before
         while (now := (k := k + 1) * SCRAPE_S) <= end + 1e-9:
             fleet.advance(now)
             if now <= scn.warmup_s + 1e-9:

@@ -48,6 +48,8 @@ class FleetScenario:
 
 def warmed(scn: FleetScenario, start_rps: float, warmup_s: float = WARMUP_S, seed: int = 5) -> FleetScenario:
     """`scn` after a warm-up of Poisson arrivals at `start_rps`, lengths drawn from its own requests."""
+    if warmup_s < 0 or start_rps < 0 or scn.sent.size == 0:
+        raise ValueError("a warm-up needs a non-negative length and rate and a scenario with requests")
     rng = np.random.default_rng(seed)
     n = int(rng.poisson(start_rps * warmup_s))
     pick = rng.integers(0, scn.sent.size, n)
