@@ -171,3 +171,55 @@ BUILDERS: dict[str, Callable[[int], FleetScenario]] = {
     "bursts": bursts,
     "step3x": step3x,
 }
+
+
+def azure_slow(cap: int) -> FleetScenario:
+    return replace(azure(cap, peak_replicas=6.0, duration_s=1800.0), name="azure_slow")
+
+
+def azure_high(cap: int) -> FleetScenario:
+    return replace(azure(cap, peak_replicas=10.0), name="azure_high")
+
+
+def bursts_big(cap: int, duration_s: float = 900.0) -> FleetScenario:
+    rps = _uniform_rps(cap)
+    base, peak = 2.5 * rps, 6.5 * rps
+    phase = Phase(
+        "bursts",
+        duration_s,
+        {"kind": "onoff", "rate_on_rps": peak, "rate_off_rps": base, "on_s": 45.0, "off_s": 150.0},
+    )
+    desc = "2.5 replicas' worth with 45 s bursts to 6.5 every 195 s: more than the cap can absorb"
+    return _synthetic("bursts_big", desc, [phase], rps, base)
+
+
+def diurnal_slow(cap: int, duration_s: float = 1800.0) -> FleetScenario:
+    rps = _uniform_rps(cap)
+    lo, hi = 2.0 * rps, 6.0 * rps
+    phase = Phase(
+        "day", duration_s, {"kind": "diurnal", "low_rps": lo, "high_rps": hi, "period_s": duration_s}
+    )
+    desc = "a day compressed to 30 min: raised cosine 2 -> 6 -> 2 replicas' worth"
+    return _synthetic("diurnal_slow", desc, [phase], rps, lo)
+
+
+def step2x(cap: int, duration_s: float = 900.0) -> FleetScenario:
+    rps = _uniform_rps(cap)
+    low = 3.0 * rps
+    phases = [
+        Phase("before", 300.0, {"kind": "poisson", "rate_rps": low}),
+        Phase("2x", duration_s - 300.0, {"kind": "poisson", "rate_rps": 2 * low}),
+    ]
+    return _synthetic("step2x", "3 replicas' worth, then a 2x step to 6 at 5 min", phases, rps, low)
+
+
+HELD_OUT: dict[str, Callable[[int], FleetScenario]] = {
+    "azure_slow": azure_slow,
+    "azure_high": azure_high,
+    "bursts_big": bursts_big,
+    "diurnal_slow": diurnal_slow,
+    "step2x": step2x,
+}
+"""Scenarios no knob of any policy was chosen on: written down (before any of them ran) to check that
+what the four above show holds on other shapes, rates and lengths (`--held-out`)."""
+ALL: dict[str, Callable[[int], FleetScenario]] = {**BUILDERS, **HELD_OUT}
