@@ -1,6 +1,7 @@
-"""`python -m governor_twin.fleet [--scenarios a,b | --held-out] [--workers N] [--out DIR]`: the fleet
-benchmark; `--held-out` runs the scenarios no knob was chosen on (scenarios.HELD_OUT) into
-benchmarks/results/fleet/held_out unless `--out` says otherwise."""
+"""`python -m governor_twin.fleet [--scenarios a,b | --held-out] [--seed N] [--workers N] [--out DIR]`: the
+fleet benchmark; `--held-out` runs the scenarios no knob was chosen on (scenarios.HELD_OUT) into
+benchmarks/results/fleet/held_out, `--seed N` (N > 0) the same scenarios drawn again into
+benchmarks/results/fleet/seed_N, unless `--out` says otherwise."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ DEFAULT_OUT = Path("benchmarks/results/fleet")
 HELD_OUT_DIR = DEFAULT_OUT / "held_out"
 
 
-def _job(args: tuple[str, int, int]) -> FleetRun:
-    name, index, cap = args
-    scn = ALL[name](cap)
+def _job(args: tuple[str, int, int, int]) -> FleetRun:
+    name, index, cap, seed = args
+    scn = ALL[name](cap, seed)
     label, factory = entries(scn)[index]
     return run(scn, factory(), label)
 
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="governor_twin.fleet")
     parser.add_argument("--scenarios", default=None, help=f"comma-separated, of: {', '.join(ALL)}")
     parser.add_argument("--held-out", action="store_true", help="the held-out scenarios")
+    parser.add_argument("--seed", type=int, default=0, help="draw the scenarios again (0: the reported run)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -39,21 +41,26 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in ALL]
     if unknown:
         parser.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(ALL)}")
+    if args.seed < 0:
+        parser.error("--seed must be 0 or more")
     out = args.out or (HELD_OUT_DIR if args.held_out else DEFAULT_OUT)
+    if args.seed and args.out is None:
+        out = out / f"seed_{args.seed}"
     from governor_twin.fleet.grid import best_static_cap
 
     jobs, described = [], []
     for name in names:
-        probe = ALL[name](64)
+        probe = ALL[name](64, args.seed)
         described.append(f"{name}: {probe.description}")
         cap = best_static_cap(probe)
-        jobs += [(name, i, cap) for i in range(len(entries(probe)))]
+        jobs += [(name, i, cap, args.seed) for i in range(len(entries(probe)))]
     started = time.time()
     with Pool(args.workers) as pool:
         runs = pool.map(_job, jobs, chunksize=1)
     took = time.time() - started
     header = [
-        f"One run: {len(runs)} fleet simulations, {took / 60:.1f} min on {args.workers} worker(s). "
+        f"One run{f' (seed {args.seed})' if args.seed else ''}: {len(runs)} fleet simulations, "
+        f"{took / 60:.1f} min on {args.workers} worker(s). "
         "Virtual time; "
         f"each scenario opens with a {WARMUP_S:.0f} s warm-up at its starting rate, which the policies act "
         "through and which is not scored (requests sent in it, and the GPU-hours, replicas and replica "

@@ -6,9 +6,9 @@ its starting rate (WARMUP_S) that is not scored."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -84,8 +84,10 @@ def _uniform_rps(cap: int) -> float:
     return replica_rps(rng.integers(256, 1025, 4000), rng.integers(64, 257, 4000), cap)
 
 
-def _synthetic(name: str, desc: str, phases: list[Phase], rps: float, start_rate: float) -> FleetScenario:
-    work, resolved = generate(Scenario(name, desc, PROFILE, SLO, tuple(phases)), seed=7)
+def _synthetic(
+    name: str, desc: str, phases: list[Phase], rps: float, start_rate: float, seed: int
+) -> FleetScenario:
+    work, resolved = generate(Scenario(name, desc, PROFILE, SLO, tuple(phases)), seed=7 + seed)
     scn = FleetScenario(
         name,
         desc,
@@ -96,10 +98,10 @@ def _synthetic(name: str, desc: str, phases: list[Phase], rps: float, start_rate
         rps,
         math.ceil(start_rate / rps),
     )
-    return warmed(scn, start_rate)
+    return warmed(scn, start_rate, seed=5 + seed)
 
 
-def azure(cap: int, peak_replicas: float = 8.0, duration_s: float = 900.0) -> FleetScenario:
+def azure(cap: int, seed: int = 0, peak_replicas: float = 8.0, duration_s: float = 900.0) -> FleetScenario:
     """The whole trace span compressed to `duration_s`, its rate multiplied (copies of the trace, each
     request jittered by up to 2 s) so that its busiest minute is `peak_replicas` replicas' worth."""
     t, p, o = read_trace(str(_shared_root() / AZURE))
@@ -107,7 +109,7 @@ def azure(cap: int, peak_replicas: float = 8.0, duration_s: float = 900.0) -> Fl
     t = t * duration_s / float(t[-1])
     per_min = np.bincount((t // 60).astype(np.int64)) / 60.0
     factor = peak_replicas * rps / float(per_min.max())
-    rng = np.random.default_rng(11)
+    rng = np.random.default_rng(11 + seed)
     copies = [rng.random(t.size) < factor - k for k in range(math.ceil(factor))]
     keep = np.concatenate([np.flatnonzero(c) for c in copies])
     sent = np.clip(t[keep] + rng.uniform(-2.0, 2.0, keep.size), 0.0, duration_s - 1e-6)
@@ -124,10 +126,10 @@ def azure(cap: int, peak_replicas: float = 8.0, duration_s: float = 900.0) -> Fl
         rps,
         max(1, math.ceil(first_min / rps)),
     )
-    return warmed(scn, first_min)
+    return warmed(scn, first_min, seed=5 + seed)
 
 
-def diurnal(cap: int, duration_s: float = 900.0) -> FleetScenario:
+def diurnal(cap: int, seed: int = 0, duration_s: float = 900.0) -> FleetScenario:
     rps = _uniform_rps(cap)
     lo, hi = 1.5 * rps, 8.0 * rps
     phase = Phase(
@@ -139,10 +141,11 @@ def diurnal(cap: int, duration_s: float = 900.0) -> FleetScenario:
         [phase],
         rps,
         lo,
+        seed,
     )
 
 
-def bursts(cap: int, duration_s: float = 600.0) -> FleetScenario:
+def bursts(cap: int, seed: int = 0, duration_s: float = 600.0) -> FleetScenario:
     rps = _uniform_rps(cap)
     base, peak = 3.0 * rps, 4.5 * rps
     phase = Phase(
@@ -150,22 +153,29 @@ def bursts(cap: int, duration_s: float = 600.0) -> FleetScenario:
         duration_s,
         {"kind": "onoff", "rate_on_rps": peak, "rate_off_rps": base, "on_s": 60.0, "off_s": 120.0},
     )
-    return _synthetic(
-        "bursts", "3 replicas' worth with 60 s bursts of +1.5 replicas' worth every 3 min", [phase], rps, base
-    )
+    desc = "3 replicas' worth with 60 s bursts of +1.5 replicas' worth every 3 min"
+    return _synthetic("bursts", desc, [phase], rps, base, seed)
 
 
-def step3x(cap: int, duration_s: float = 600.0) -> FleetScenario:
+def step3x(cap: int, seed: int = 0, duration_s: float = 600.0) -> FleetScenario:
     rps = _uniform_rps(cap)
     low = 2.0 * rps
     phases = [
         Phase("before", 300.0, {"kind": "poisson", "rate_rps": low}),
         Phase("3x", duration_s - 300.0, {"kind": "poisson", "rate_rps": 3 * low}),
     ]
-    return _synthetic("step3x", "2 replicas' worth, then a 3x step to 6 at 5 min", phases, rps, low)
+    return _synthetic("step3x", "2 replicas' worth, then a 3x step to 6 at 5 min", phases, rps, low, seed)
 
 
-BUILDERS: dict[str, Callable[[int], FleetScenario]] = {
+class Builder(Protocol):
+    """A scenario at a cap (one replica's worth is measured at it). `seed` moves every random draw of the
+    scenario (the trace's copies and jitter, the synthetic arrivals and lengths, the warm-up) and nothing
+    else: 0 is the reported run."""
+
+    def __call__(self, cap: int, seed: int = 0) -> FleetScenario: ...
+
+
+BUILDERS: dict[str, Builder] = {
     "azure": azure,
     "diurnal": diurnal,
     "bursts": bursts,
@@ -173,15 +183,15 @@ BUILDERS: dict[str, Callable[[int], FleetScenario]] = {
 }
 
 
-def azure_slow(cap: int) -> FleetScenario:
-    return replace(azure(cap, peak_replicas=6.0, duration_s=1800.0), name="azure_slow")
+def azure_slow(cap: int, seed: int = 0) -> FleetScenario:
+    return replace(azure(cap, seed, peak_replicas=6.0, duration_s=1800.0), name="azure_slow")
 
 
-def azure_high(cap: int) -> FleetScenario:
-    return replace(azure(cap, peak_replicas=10.0), name="azure_high")
+def azure_high(cap: int, seed: int = 0) -> FleetScenario:
+    return replace(azure(cap, seed, peak_replicas=10.0), name="azure_high")
 
 
-def bursts_big(cap: int, duration_s: float = 900.0) -> FleetScenario:
+def bursts_big(cap: int, seed: int = 0, duration_s: float = 900.0) -> FleetScenario:
     rps = _uniform_rps(cap)
     base, peak = 2.5 * rps, 6.5 * rps
     phase = Phase(
@@ -190,30 +200,30 @@ def bursts_big(cap: int, duration_s: float = 900.0) -> FleetScenario:
         {"kind": "onoff", "rate_on_rps": peak, "rate_off_rps": base, "on_s": 45.0, "off_s": 150.0},
     )
     desc = "2.5 replicas' worth with 45 s bursts to 6.5 every 195 s: more than the cap can absorb"
-    return _synthetic("bursts_big", desc, [phase], rps, base)
+    return _synthetic("bursts_big", desc, [phase], rps, base, seed)
 
 
-def diurnal_slow(cap: int, duration_s: float = 1800.0) -> FleetScenario:
+def diurnal_slow(cap: int, seed: int = 0, duration_s: float = 1800.0) -> FleetScenario:
     rps = _uniform_rps(cap)
     lo, hi = 2.0 * rps, 6.0 * rps
     phase = Phase(
         "day", duration_s, {"kind": "diurnal", "low_rps": lo, "high_rps": hi, "period_s": duration_s}
     )
     desc = "a day compressed to 30 min: raised cosine 2 -> 6 -> 2 replicas' worth"
-    return _synthetic("diurnal_slow", desc, [phase], rps, lo)
+    return _synthetic("diurnal_slow", desc, [phase], rps, lo, seed)
 
 
-def step2x(cap: int, duration_s: float = 900.0) -> FleetScenario:
+def step2x(cap: int, seed: int = 0, duration_s: float = 900.0) -> FleetScenario:
     rps = _uniform_rps(cap)
     low = 3.0 * rps
     phases = [
         Phase("before", 300.0, {"kind": "poisson", "rate_rps": low}),
         Phase("2x", duration_s - 300.0, {"kind": "poisson", "rate_rps": 2 * low}),
     ]
-    return _synthetic("step2x", "3 replicas' worth, then a 2x step to 6 at 5 min", phases, rps, low)
+    return _synthetic("step2x", "3 replicas' worth, then a 2x step to 6 at 5 min", phases, rps, low, seed)
 
 
-HELD_OUT: dict[str, Callable[[int], FleetScenario]] = {
+HELD_OUT: dict[str, Builder] = {
     "azure_slow": azure_slow,
     "azure_high": azure_high,
     "bursts_big": bursts_big,
@@ -222,4 +232,4 @@ HELD_OUT: dict[str, Callable[[int], FleetScenario]] = {
 }
 """Scenarios no knob of any policy was chosen on: written down (before any of them ran) to check that
 what the four above show holds on other shapes, rates and lengths (`--held-out`)."""
-ALL: dict[str, Callable[[int], FleetScenario]] = {**BUILDERS, **HELD_OUT}
+ALL: dict[str, Builder] = {**BUILDERS, **HELD_OUT}
