@@ -3,11 +3,14 @@ TPOT P99 and queue over time per policy; attainment against GPU-hours for every 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -15,6 +18,10 @@ import matplotlib.pyplot as plt
 from governor_twin.fleet.run import FleetRun
 
 GOAL_ATTAINMENT = 0.99
+SAME_ATTAINMENT = 0.001
+"""Attainments closer than this count as the same: the tables print one decimal of a per cent, and on ~100,000
+requests 0.1 point is a hundred requests, the noise of one draw of the scenario (seed 1 of the Azure trace:
+ours 100.00 %, llm-d at cap 64 99.99 %). Only ever against ours: a peer this close reaches ours."""
 
 
 def _is_ours(r: FleetRun) -> bool:
@@ -28,7 +35,7 @@ def goal_lines(runs: list[FleetRun]) -> list[str]:
         best = max((r for r in runs if _is_ours(r)), key=lambda r: r.attainment)
         return [f"- not reached: our best attainment is {best.attainment:.1%} ({best.knob})."]
     mine = min(ours, key=lambda r: r.gpu_hours)
-    peers = [r for r in runs if not _is_ours(r) and r.attainment >= mine.attainment]
+    peers = [r for r in runs if not _is_ours(r) and r.attainment >= mine.attainment - SAME_ATTAINMENT]
     if not peers:
         return [
             f"- ours {mine.attainment:.1%} at {mine.gpu_hours:.2f} GPU-h; no replica-only run reaches it."
@@ -37,16 +44,17 @@ def goal_lines(runs: list[FleetRun]) -> list[str]:
     saving = 1 - mine.gpu_hours / cheapest.gpu_hours
     verdict = "reached" if saving >= 0.20 else "not reached"
     return [
-        f"- ours ({mine.knob}) {mine.attainment:.1%} at {mine.gpu_hours:.2f} GPU-h; cheapest peer at >= that "
-        f"attainment: {cheapest.policy} ({cheapest.knob}, cap {cheapest.cap_label}) "
-        f"{cheapest.attainment:.1%} at "
-        f"{cheapest.gpu_hours:.2f} GPU-h -> {saving:+.0%} GPU-hours saved: goal (>= 20 %) {verdict}."
+        f"- ours ({mine.knob}) {mine.attainment:.1%} at {mine.gpu_hours:.2f} GPU-h; cheapest peer at that "
+        f"attainment (within {SAME_ATTAINMENT:.1%}) or more: {cheapest.policy} ({cheapest.knob}, cap "
+        f"{cheapest.cap_label}) {cheapest.attainment:.1%} at {cheapest.gpu_hours:.2f} GPU-h -> "
+        f"{saving:+.0%} GPU-hours saved: goal (>= 20 %) {verdict}."
     ]
 
 
 def frontier_line(runs: list[FleetRun]) -> list[str]:
     """The bursts goal, asked of every scenario: ours as shipped against the peers on at most its GPU-hours.
-    Dominated when some replica-only run reaches at least its attainment on no more GPU-hours."""
+    Dominated when some replica-only run reaches its attainment (within SAME_ATTAINMENT) on no more
+    GPU-hours."""
     mine = next((r for r in runs if _is_ours(r) and r.knob == "defaults"), None)
     peers = [r for r in runs if not _is_ours(r)]
     if mine is None or not peers:
@@ -59,7 +67,7 @@ def frontier_line(runs: list[FleetRun]) -> list[str]:
         if best is not None
         else "no peer runs on at most those GPU-hours"
     )
-    dominated = best is not None and best.attainment >= mine.attainment
+    dominated = best is not None and best.attainment >= mine.attainment - SAME_ATTAINMENT
     verdict = "a peer matches it on no more GPU-hours" if dominated else "no peer matches it on as few"
     return [
         f"- at equal GPU-hours: ours (defaults) {mine.attainment:.1%} at {mine.gpu_hours:.2f} GPU-h; "
@@ -162,7 +170,18 @@ def write(runs: list[FleetRun], out: Path, header: list[str]) -> Path:
         ]
     path = out / "REPORT.md"
     path.write_text("\n".join(lines) + "\n")
+    (out / "results.json").write_text(json.dumps([scalars(r) for r in runs], indent=1) + "\n")
     return path
+
+
+def scalars(r: FleetRun) -> dict[str, object]:
+    """One run's figures without its timelines: what the tables print, unrounded (results.json), so that
+    runs of other seeds or commits can be compared without re-running them."""
+    return {
+        f.name: getattr(r, f.name)
+        for f in dataclasses.fields(r)
+        if not isinstance(getattr(r, f.name), np.ndarray)
+    }
 
 
 def fmt_nan(x: float) -> str:
