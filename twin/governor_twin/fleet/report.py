@@ -20,8 +20,8 @@ from governor_twin.fleet.run import FleetRun
 GOAL_ATTAINMENT = 0.99
 SAME_ATTAINMENT = 0.001
 """Attainments closer than this count as the same: the tables print one decimal of a per cent, and on ~100,000
-requests 0.1 point is a hundred requests, the noise of one draw of the scenario (seed 1 of the Azure trace:
-ours 100.00 %, llm-d at cap 64 99.99 %). Only ever against ours: a peer this close reaches ours."""
+requests 0.1 point is about a hundred of them (seed 1 of the Azure trace: ours 99.992 %, llm-d at cap 64
+99.989 %, both printed 100.0 %). Only ever against ours: a peer this close reaches ours."""
 
 
 def _is_ours(r: FleetRun) -> bool:
