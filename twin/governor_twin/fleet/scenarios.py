@@ -129,42 +129,55 @@ def azure(cap: int, seed: int = 0, peak_replicas: float = 8.0, duration_s: float
     return warmed(scn, first_min, seed=5 + seed)
 
 
-def diurnal(cap: int, seed: int = 0, duration_s: float = 900.0) -> FleetScenario:
+def _day(name: str, low: float, high: float, duration_s: float, cap: int, seed: int) -> FleetScenario:
+    """A day compressed to `duration_s`: a raised cosine from `low` to `high` replicas' worth and back."""
     rps = _uniform_rps(cap)
-    lo, hi = 1.5 * rps, 8.0 * rps
+    lo, hi = low * rps, high * rps
     phase = Phase(
         "day", duration_s, {"kind": "diurnal", "low_rps": lo, "high_rps": hi, "period_s": duration_s}
     )
-    return _synthetic(
-        "diurnal",
-        "a day compressed to 15 min: raised cosine 1.5 -> 8 -> 1.5 replicas' worth",
-        [phase],
-        rps,
-        lo,
-        seed,
-    )
+    shape = f"raised cosine {low:g} -> {high:g} -> {low:g} replicas' worth"
+    desc = f"a day compressed to {duration_s / 60:.0f} min: {shape}"
+    return _synthetic(name, desc, [phase], rps, lo, seed)
 
 
-def bursts(cap: int, seed: int = 0, duration_s: float = 600.0) -> FleetScenario:
+def _bursts(
+    name: str, base: float, peak: float, on_s: float, off_s: float, duration_s: float, cap: int, seed: int
+) -> FleetScenario:
+    """`base` replicas' worth with bursts to `peak` for `on_s` every `on_s + off_s`."""
     rps = _uniform_rps(cap)
-    base, peak = 3.0 * rps, 4.5 * rps
+    on, off = peak * rps, base * rps
     phase = Phase(
         "bursts",
         duration_s,
-        {"kind": "onoff", "rate_on_rps": peak, "rate_off_rps": base, "on_s": 60.0, "off_s": 120.0},
+        {"kind": "onoff", "rate_on_rps": on, "rate_off_rps": off, "on_s": on_s, "off_s": off_s},
     )
-    desc = "3 replicas' worth with 60 s bursts of +1.5 replicas' worth every 3 min"
-    return _synthetic("bursts", desc, [phase], rps, base, seed)
+    desc = f"{base:g} replicas' worth with {on_s:g} s bursts to {peak:g} every {on_s + off_s:g} s"
+    return _synthetic(name, desc, [phase], rps, off, seed)
 
 
-def step3x(cap: int, seed: int = 0, duration_s: float = 600.0) -> FleetScenario:
+def _step(name: str, low: float, factor: float, duration_s: float, cap: int, seed: int) -> FleetScenario:
+    """`low` replicas' worth for 5 minutes, then `factor` times that."""
     rps = _uniform_rps(cap)
-    low = 2.0 * rps
+    rate = low * rps
     phases = [
-        Phase("before", 300.0, {"kind": "poisson", "rate_rps": low}),
-        Phase("3x", duration_s - 300.0, {"kind": "poisson", "rate_rps": 3 * low}),
+        Phase("before", 300.0, {"kind": "poisson", "rate_rps": rate}),
+        Phase(f"{factor:g}x", duration_s - 300.0, {"kind": "poisson", "rate_rps": factor * rate}),
     ]
-    return _synthetic("step3x", "2 replicas' worth, then a 3x step to 6 at 5 min", phases, rps, low, seed)
+    desc = f"{low:g} replicas' worth, then a {factor:g}x step to {low * factor:g} at 5 min"
+    return _synthetic(name, desc, phases, rps, rate, seed)
+
+
+def diurnal(cap: int, seed: int = 0) -> FleetScenario:
+    return _day("diurnal", 1.5, 8.0, 900.0, cap, seed)
+
+
+def bursts(cap: int, seed: int = 0) -> FleetScenario:
+    return _bursts("bursts", 3.0, 4.5, 60.0, 120.0, 600.0, cap, seed)
+
+
+def step3x(cap: int, seed: int = 0) -> FleetScenario:
+    return _step("step3x", 2.0, 3.0, 600.0, cap, seed)
 
 
 class Builder(Protocol):
@@ -191,36 +204,17 @@ def azure_high(cap: int, seed: int = 0) -> FleetScenario:
     return replace(azure(cap, seed, peak_replicas=10.0), name="azure_high")
 
 
-def bursts_big(cap: int, seed: int = 0, duration_s: float = 900.0) -> FleetScenario:
-    rps = _uniform_rps(cap)
-    base, peak = 2.5 * rps, 6.5 * rps
-    phase = Phase(
-        "bursts",
-        duration_s,
-        {"kind": "onoff", "rate_on_rps": peak, "rate_off_rps": base, "on_s": 45.0, "off_s": 150.0},
-    )
-    desc = "2.5 replicas' worth with 45 s bursts to 6.5 every 195 s: more than the cap can absorb"
-    return _synthetic("bursts_big", desc, [phase], rps, base, seed)
+def bursts_big(cap: int, seed: int = 0) -> FleetScenario:
+    """Bursts more than the cap can absorb, each over before a replica can start."""
+    return _bursts("bursts_big", 2.5, 6.5, 45.0, 150.0, 900.0, cap, seed)
 
 
-def diurnal_slow(cap: int, seed: int = 0, duration_s: float = 1800.0) -> FleetScenario:
-    rps = _uniform_rps(cap)
-    lo, hi = 2.0 * rps, 6.0 * rps
-    phase = Phase(
-        "day", duration_s, {"kind": "diurnal", "low_rps": lo, "high_rps": hi, "period_s": duration_s}
-    )
-    desc = "a day compressed to 30 min: raised cosine 2 -> 6 -> 2 replicas' worth"
-    return _synthetic("diurnal_slow", desc, [phase], rps, lo, seed)
+def diurnal_slow(cap: int, seed: int = 0) -> FleetScenario:
+    return _day("diurnal_slow", 2.0, 6.0, 1800.0, cap, seed)
 
 
-def step2x(cap: int, seed: int = 0, duration_s: float = 900.0) -> FleetScenario:
-    rps = _uniform_rps(cap)
-    low = 3.0 * rps
-    phases = [
-        Phase("before", 300.0, {"kind": "poisson", "rate_rps": low}),
-        Phase("2x", duration_s - 300.0, {"kind": "poisson", "rate_rps": 2 * low}),
-    ]
-    return _synthetic("step2x", "3 replicas' worth, then a 2x step to 6 at 5 min", phases, rps, low, seed)
+def step2x(cap: int, seed: int = 0) -> FleetScenario:
+    return _step("step2x", 3.0, 2.0, 900.0, cap, seed)
 
 
 HELD_OUT: dict[str, Builder] = {
