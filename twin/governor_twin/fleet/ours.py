@@ -227,6 +227,9 @@ class Ours:
         self.demand_on = demand_on
         self.tick_s = cfg.tick_s
         self.knob = knob
+        # Without the demand rule or the sizing, a configuration no InferenceService can ask for: an ablation,
+        # reported beside ours but never what ours is judged by.
+        self.ablation = not (demand_on and sized)
         self.state: LawState = initial_state(cfg)
         self.cap = self.state.cap
         self.edges: FleetEdges | None = None

@@ -48,6 +48,7 @@ class FleetRun:
     cap: NDArray[np.float64]
     waiting: NDArray[np.float64]
     p99_tpot: NDArray[np.float64]
+    ablation: bool = False  # ours with a part switched off that no user can switch off (Ours.ablation)
 
 
 def run(
@@ -114,4 +115,5 @@ def run(
         cap=tl[:, 3],
         waiting=tl[:, 4],
         p99_tpot=tl[:, 5],
+        ablation=isinstance(policy, Ours) and policy.ablation,
     )
