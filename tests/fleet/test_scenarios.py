@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from governor_twin.fleet.__main__ import main
+from governor_twin.fleet.grid import entries
+from governor_twin.fleet.ours import Ours
 from governor_twin.fleet.scenarios import ALL, BUILDERS, HELD_OUT
 
 
@@ -38,6 +40,7 @@ def test_the_held_out_scenarios_are_apart_from_the_reported_ones() -> None:
         (["--held-out", "--scenarios", "azure"], "not both"),
         (["--scenarios", "azure,nope"], "unknown scenario(s) nope"),
         (["--seed", "-1"], "--seed must be 0 or more"),
+        (["--workers", "0"], "--workers must be 1 or more"),
     ],
 )
 def test_the_command_refuses_what_it_cannot_run(
@@ -47,3 +50,16 @@ def test_the_command_refuses_what_it_cannot_run(
         main(argv)
     assert exc.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def test_the_ablations_are_the_rows_no_user_can_ask_for() -> None:
+    """Without the demand rule or the sizing: no InferenceService field switches them off. The other law, the
+    cooldown and the Alertmanager path are the user's to choose, so those rows are ours as shipped."""
+    ours = [p for p in (make() for _, make in entries(ALL["bursts"](64))) if isinstance(p, Ours)]
+    assert {p.knob for p in ours if p.ablation} == {"law's wish only", "unsized steps"}
+    assert {p.knob for p in ours if not p.ablation} == {
+        "defaults",
+        "down 120 s",
+        "no Alertmanager path",
+        "rules law",
+    }

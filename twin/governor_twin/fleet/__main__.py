@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(ALL)}")
     if args.seed < 0:
         parser.error("--seed must be 0 or more")
+    if args.workers < 1:
+        parser.error("--workers must be 1 or more")
     out = args.out or (HELD_OUT_DIR if args.held_out else DEFAULT_OUT)
     if args.seed and args.out is None:
         out = out / f"seed_{args.seed}"
