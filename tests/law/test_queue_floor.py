@@ -155,3 +155,38 @@ def test_a_raise_for_the_queue_stays_within_what_the_line_was_measured_at() -> N
     relief = [d for d in decisions if d.reason == "queue-relief"]
     assert all("within the per-token cap" in d.detail for d in relief)
     assert decisions[-1].cap > 100  # it does climb for the queue, as the evidence grows
+
+
+def test_a_cut_batch_finishing_is_not_taken_for_arrivals() -> None:
+    # The load has stopped and a backlog of 170 drains behind cap 32, no TTFT bound: the per-token miss
+    # cuts, the cut batch finishes without being replaced while the queue stands still, and the window's
+    # completions lag. Arrivals are completions plus the growth of the queue *and* of the batch: counted
+    # without the batch, they read 8 req/s where none arrive, and the queue side raised the cap after
+    # each cut (the demo's CPU engine on a slow machine: 64 -> 32 -> 40 -> 20 -> 25 ... -> 1).
+    tick, mu = 1.0, 0.25  # each running request finishes at 0.25/s
+    cfg = LawConfig(slo_target_s=0.07, ceiling=64, tick_s=tick, window_s=4.0, cooldown_s=2.0)
+    state, running, waiting, done_recent = LawState(cap=32), 32.0, 170.0, [8.0] * 4
+    decisions: list[Decision] = []
+    for i in range(40):
+        done = running * mu * tick
+        running -= done
+        refill = min(waiting, max(state.cap - running, 0.0))
+        running, waiting = running + refill, waiting - refill
+        done_recent = [*done_recent, done / tick][-4:]
+        obs = Observation(
+            now_s=100.0 + i * tick,
+            p99_s=1.3 * (0.03 + 0.002 * running),
+            running=running,
+            waiting=waiting,
+            request_rate=sum(done_recent) / len(done_recent),
+            tpot_mean_s=0.03 + 0.002 * running,
+            ttft_mean_s=0.05 + waiting / max(done / tick, 0.1),
+            queue_time_mean_s=waiting / max(done / tick, 0.1),
+            output_tokens_mean=64.0,
+        )
+        d = LAWS["levers"](state, obs, cfg)
+        decisions.append(d)
+        state = d.state
+    caps = [d.cap for d in decisions]
+    assert min(caps) < 32, caps  # the miss is answered
+    assert not [d for d in decisions if d.reason == "queue-relief"], [(d.cap, d.reason) for d in decisions]

@@ -123,6 +123,7 @@ def _per_token(
         "quantile_fit": fits[0],
         "mean_fit": fits[1],
         "running_recent": recent,
+        "held_recent": _held(state, obs, cfg),
         "verdict": state.verdict,
     }
     if not cfg.latency_kind.per_token or known(obs.p99_s) is None:
@@ -173,12 +174,27 @@ def _reach(state: LawState, memory: dict[str, Any], cfg: LawConfig, upper: int) 
     return max(_trusted(memory["quantile_fit"]), raise_cap(state.cap, upper, cfg))
 
 
-def _arrivals(state: LawState, obs: Observation) -> float | None:
-    """Requests per second reaching the engine: completions plus the queue's growth (the window's, or since
-    the last tick); below the completions while a queue drains."""
+def _held(state: LawState, obs: Observation, cfg: LawConfig) -> tuple[float, ...]:
+    """What the engine holds (running + waiting) at each tick the window spans."""
+    running, waiting = known(obs.running), known(obs.waiting)
+    if running is None or waiting is None:
+        return state.held_recent
+    keep = max(2, math.ceil(cfg.window_s / cfg.tick_s))
+    return (*state.held_recent, running + waiting)[-keep:]
+
+
+def _arrivals(state: LawState, obs: Observation, held: tuple[float, ...], tick_s: float) -> float | None:
+    """Requests per second reaching the engine, by conservation over the window: its completions plus the
+    growth of what the engine holds, the queue and the running batch alike. Counted on the queue alone, a
+    batch the cap had just cut, finishing without being replaced, read as arrivals: on the demo's CPU
+    engine, seconds after the load had stopped, 8.5 req/s, and the queue side undid each cut the table
+    made (a saw from 64 down to 1; tests/law/test_queue_floor.py). Before the window holds two ticks: the
+    queue's growth alone."""
     waiting, rate = known(obs.waiting), known(obs.request_rate)
     if waiting is None or rate is None:
         return None
+    if len(held) >= 2:
+        return max(rate + (held[-1] - held[0]) / ((len(held) - 1) * tick_s), 0.0)
     growth = growth_rate(state, obs.now_s, waiting, known(obs.queue_growth))
     return max(rate + (growth or 0.0), 0.0)
 
@@ -222,11 +238,12 @@ class QueueModel(NamedTuple):
         return backlog > wait_bound_s * service
 
 
-def queue_model(
-    state: LawState, obs: Observation, mean_fit: LeverFit, recent: tuple[float, ...]
-) -> QueueModel | None:
-    """This tick's queue model; None when nothing is known (no completions, no batch)."""
-    arrivals, rate, waiting = _arrivals(state, obs), known(obs.request_rate), known(obs.waiting)
+def queue_model(state: LawState, obs: Observation, memory: LawState, tick_s: float) -> QueueModel | None:
+    """This tick's queue model from the memory this tick decided with (its mean line, the window's running
+    batch and holdings); None when nothing is known (no completions, no batch)."""
+    recent, mean_fit = memory.running_recent, memory.mean_fit or LeverFit()
+    arrivals = _arrivals(state, obs, memory.held_recent, tick_s)
+    rate, waiting = known(obs.request_rate), known(obs.waiting)
     batch = sum(recent) / len(recent) if recent else 0.0
     if arrivals is None or rate is None or waiting is None or rate <= 0 or batch < 1:
         return None
@@ -270,7 +287,7 @@ def _queue_side(
 ) -> tuple[Decision, int | None]:
     """The decision, and the cap this queue episode's unguided raise started from (None: no episode)."""
     upper = mode_cap(chosen.mode, cfg)
-    model = queue_model(state, obs, chosen.state.mean_fit or LeverFit(), chosen.state.running_recent)
+    model = queue_model(state, obs, chosen.state, cfg.tick_s)
     if model is None:
         return chosen, None
     bound = _wait_bound(obs, cfg)
@@ -326,10 +343,7 @@ def _queue_side(
         cap = min(upper, step, per_token, max(_trusted(chosen.state.quantile_fit), current))
         if cap <= current:
             return chosen, origin  # the queue is the replicas' now (the table's TTFT hand-off asks)
-        detail = (
-            "the queue would hold requests past their TTFT bound behind a binding cap: raised within the "
-            f"per-token cap ({per_token})"
-        )
+        detail = f"{_why_late(bound)} behind a binding cap: raised within the per-token cap ({per_token})"
         return _decision(
             state, base, cap, "queue-relief", detail, chosen.replica_wish, _kept(chosen, cap)
         ), origin
@@ -337,13 +351,19 @@ def _queue_side(
     # apart left 5,000 requests queued on the twin's H200 bursts); otherwise one step.
     cap = min(upper, max(step, floor) if grows else step)
     detail = (
-        "the queue would hold requests past their TTFT bound behind a binding cap, and the per-token bound "
-        f"is missed at this cap too: raised to {cap} for the queue (the per-token bound given up); no cap is "
-        "known to meet both, replicas needed"
+        f"{_why_late(bound)} behind a binding cap, and the per-token bound is missed at this cap too: "
+        f"raised to {cap} for the queue (the per-token bound given up); no cap is known to meet both, "
+        "replicas needed"
     )
     return _decision(
         state, base, cap, "queue-relief", detail, 1, _kept(chosen, cap)
     ), current if origin is None else origin
+
+
+def _why_late(bound: float | None) -> str:
+    if bound is None:  # no TTFT bound: the queue is late when the arrivals outgrow the cap's service
+        return "the arrivals outgrow what the cap serves"
+    return "the queue would hold requests past their TTFT bound"
 
 
 def _meetable(plan: CapPlan | None) -> int | None:

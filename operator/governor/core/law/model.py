@@ -117,6 +117,7 @@ class LawState(BaseModel):
     mean_fit: LeverFit | None = None
     planned_s: float | None = None
     running_recent: tuple[float, ...] = ()  # the running batch of the ticks the quantile's window spans
+    held_recent: tuple[float, ...] = ()  # running + waiting over the same ticks (the arrivals' balance)
     trim: float = 1.0
     # Its standing verdict on the cap ("lever-inert", "infeasible"), kept while its fits re-learn (a raise
     # back to the throughput is a new regime, and forgetting makes them unconfident for a while): without
