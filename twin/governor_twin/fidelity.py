@@ -117,9 +117,10 @@ def closed_loop_twin(
             break
     n = engine.n
     done = engine.state[:n] == DONE
-    keep = done & (engine.sent[:n] >= warmup_s) & (engine.finish[:n] <= end)
+    in_window = done & (engine.finish[:n] >= warmup_s) & (engine.finish[:n] <= end)
+    keep = in_window & (engine.sent[:n] >= warmup_s)
     e2e = (engine.finish - engine.sent)[:n][keep]
-    tokens = float(engine.max_tokens[:n][keep].sum())
+    tokens = float(engine.max_tokens[:n][in_window].sum())
     return {
         "tokens_per_s": tokens / duration_s,
         "e2e_p50_s": float(np.percentile(e2e, 50)) if e2e.size else float("nan"),
