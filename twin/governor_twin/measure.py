@@ -60,12 +60,11 @@ class LevelResult:
         e2e = np.array([r.e2e_s for r in self.requests]) if self.requests else np.array([np.nan])
         ttft = np.array([r.ttft_s for r in self.requests] or [np.nan])
         gaps = np.concatenate([np.array(r.gaps_s) for r in self.requests if r.gaps_s] or [np.array([np.nan])])
-        tokens = sum(r.output_tokens for r in self.requests)
         return {
             "concurrency": float(self.concurrency),
             "requests": float(len(self.requests)),
-            "tokens_per_s": (self.finished_tokens or tokens) / self.duration_s,
-            "requests_per_s": (self.finished or len(self.requests)) / self.duration_s,
+            "tokens_per_s": self.finished_tokens / self.duration_s,
+            "requests_per_s": self.finished / self.duration_s,
             "e2e_p50_s": float(np.percentile(e2e, 50)),
             "e2e_p99_s": float(np.percentile(e2e, 99)),
             "ttft_p50_s": float(np.percentile(ttft, 50)),
