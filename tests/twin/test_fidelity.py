@@ -97,17 +97,21 @@ def test_twin_matches_the_real_cpu_runtime(engine_limits: Engine, tmp_path: Path
     assert high[0] > low[0] and high[1] > low[1], report
 
 
-def test_a_closed_loop_throughput_counts_every_request_finishing_in_its_window() -> None:
-    """Throughput counts the requests finishing in the window, whenever sent: counted on the requests both
-    sent and finished in it, a 2 s window lost about one request per client at each edge, and where a
-    request takes 0.3 s the real engine read 20 % slower than the twin measured over 60 s (the CPU check
-    above failed on a 2-core AMD machine, 2026-12-02, for that alone)."""
-    level = LevelResult(8, PROMPT, OUTPUT, SECONDS)
-    e2e, warmup = 0.3, 0.5
-    for client in range(8):  # staggered clients, each sending the next request when the last one ends
-        sent = client * e2e / 8
-        while sent < warmup + SECONDS:
-            level.record(Measured(sent, PROMPT, OUTPUT, float("nan"), e2e, ()), warmup)
-            sent += e2e
-    assert level.summary()["tokens_per_s"] == pytest.approx(8 * OUTPUT / e2e, rel=0.05)
-    assert all(r.sent_s >= warmup and r.sent_s + r.e2e_s <= warmup + SECONDS for r in level.requests)
+def test_a_closed_loop_throughput_does_not_depend_on_the_windows_phase() -> None:
+    """A synchronized closed loop finishes in bursts of `concurrency`: counted in a 2 s window, 16 clients at
+    0.55 s a request read 3 or 4 bursts (1536 or 2048 tok/s) by where the window falls, and the fastest of
+    four rounds kept the lucky phase (the CPU check failed CI on a 2-core AMD machine, 2026-12-02, with the
+    real engine at 2080 tok/s against the twin's 1553 for that alone). By Little's law the rate is the same
+    at every phase, and it keeps the requests that straddle the window's start."""
+    e2e, clients = 0.55, 16
+    rates = []
+    for warmup in np.linspace(0.5, 0.5 + e2e, 12):
+        level = LevelResult(clients, PROMPT, OUTPUT, SECONDS)
+        for _client in range(clients):
+            sent = 0.0
+            while sent < warmup + SECONDS:
+                level.record(Measured(sent, PROMPT, OUTPUT, float("nan"), e2e, ()), warmup)
+                sent += e2e
+        assert all(r.sent_s >= warmup and r.sent_s + r.e2e_s <= warmup + SECONDS for r in level.requests)
+        rates.append(level.summary()["tokens_per_s"])
+    assert rates == pytest.approx([clients * OUTPUT / e2e] * len(rates), rel=1e-9)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from governor_twin.engine import DONE, Engine
+from governor_twin.measure import little
 from governor_twin.profile import EngineProfile, load_profile
 from governor_twin.scenarios import _shared_root
 
@@ -103,7 +104,7 @@ def closed_loop_twin(
     output_tokens: int,
     warmup_s: float = 1.0,
 ) -> dict[str, float]:
-    """The twin under the same closed loop as `measure.closed_loop` (virtual time)."""
+    """The twin under the same closed loop as `measure.closed_loop` (virtual time), read the same way."""
     engine = Engine(profile)
     for _ in range(concurrency):
         engine.submit(0.0, prompt_tokens, output_tokens)
@@ -119,10 +120,11 @@ def closed_loop_twin(
     done = engine.state[:n] == DONE
     in_window = done & (engine.finish[:n] >= warmup_s) & (engine.finish[:n] <= end)
     keep = in_window & (engine.sent[:n] >= warmup_s)
-    e2e = (engine.finish - engine.sent)[:n][keep]
+    spans = (engine.finish - engine.sent)[:n]
+    e2e = spans[keep]
     tokens = float(engine.max_tokens[:n][in_window].sum())
     return {
-        "tokens_per_s": tokens / duration_s,
+        "tokens_per_s": little(concurrency, tokens, float(spans[in_window].sum())),
         "e2e_p50_s": float(np.percentile(e2e, 50)) if e2e.size else float("nan"),
         "e2e_p99_s": float(np.percentile(e2e, 99)) if e2e.size else float("nan"),
     }
