@@ -80,6 +80,38 @@ def test_a_vetoed_cut_leaves_no_cooldown_behind() -> None:
     assert vetoed > 0, "no cut was vetoed: the scenario no longer exercises the veto"
 
 
+def test_a_cut_held_at_the_queue_floor_leaves_no_cooldown_behind() -> None:
+    """The same for a cut the queue floor holds back (the arrivals need the cap): the held decision carries
+    the chosen one's memory, and that memory held the vetoed cut's cooldown, so the next real cut waited
+    for a drain that never happened (113 of 113 held cuts here, before the fix)."""
+    cfg = LawConfig(slo_target_s=0.020, ceiling=64, ttft_bound_s=2.0, tick_s=TICK, window_s=15.0)
+    state, held = LawState(cap=64), 0
+    for i in range(300):
+        running = float(min(state.cap, 20 + (i * 7) % 45))
+        obs = Observation(
+            now_s=i * TICK,
+            p99_s=0.018 + 0.0006 * running,
+            running=running,
+            waiting=40.0 + (i % 5) * 10,
+            request_rate=running / 0.6,
+            tpot_mean_s=0.010 + 0.0003 * running,
+            ttft_p99_s=1.5,
+            ttft_mean_s=0.8,
+            queue_time_mean_s=0.6,
+            output_tokens_mean=50.0,
+        )
+        table, d = LAWS["rules"](state, obs, cfg), LAWS["levers"](state, obs, cfg)
+        if table.cap < state.cap <= d.cap:
+            held += d.reason == "queue-floor"
+            assert (d.state.cooldown_until_s, d.state.cut_s, d.state.cut_p99) == (
+                state.cooldown_until_s,
+                state.cut_s,
+                state.cut_p99,
+            ), d.reason
+        state = d.state
+    assert held > 0, "no cut was held at the queue floor: the scenario no longer exercises it"
+
+
 def test_the_spec_names_the_law_and_refuses_an_unknown_one() -> None:
     spec = api.parse_spec({"model": "m", "slo": {"targetMs": 25}, "adaptive": {"law": "levers"}})
     assert spec.adaptive.law == "levers" and LAWS[spec.adaptive.law] is LAWS["levers"]

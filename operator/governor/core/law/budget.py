@@ -131,7 +131,10 @@ def with_budget(state: LawState, obs: Observation, cfg: LawConfig, chosen: Decis
     if not settled:
         return _hold(state, chosen, memory, floor)
     if missed and stuck:
-        if state.budget_verdict is not None:
+        # The floor is where the budget waits for its line, not a verdict: at the floor the line keeps
+        # learning, and once it is confidently flat the budget goes back (a floor verdict that stuck kept a
+        # budget of 256 that bought nothing, TTFT paying for it, when the explorations came a window apart).
+        if state.budget_verdict not in (None, "budget-floor"):
             return _hold(state, chosen, memory, floor)
         return _cut(_Tick(state, obs, cfg, chosen, memory, current, ceiling, floor))
     ttft_missed = (

@@ -189,14 +189,15 @@ def _arrivals(state: LawState, obs: Observation, held: tuple[float, ...], tick_s
     batch the cap had just cut, finishing without being replaced, read as arrivals: on the demo's CPU
     engine, seconds after the load had stopped, 8.5 req/s, and the queue side undid each cut the table
     made (a saw from 64 down to 1; tests/law/test_queue_floor.py). Before the window holds two ticks: the
-    queue's growth alone."""
+    queue's growth alone, and unknown without it (the completions alone, on a first tick behind a draining
+    backlog, raised a cap the per-token bound had to cut back one tick later)."""
     waiting, rate = known(obs.waiting), known(obs.request_rate)
     if waiting is None or rate is None:
         return None
     if len(held) >= 2:
         return max(rate + (held[-1] - held[0]) / ((len(held) - 1) * tick_s), 0.0)
     growth = growth_rate(state, obs.now_s, waiting, known(obs.queue_growth))
-    return max(rate + (growth or 0.0), 0.0)
+    return None if growth is None else max(rate + growth, 0.0)
 
 
 def _prefill(obs: Observation) -> float:
@@ -457,10 +458,9 @@ def _decision(
     update: dict[str, Any],
 ) -> Decision:
     update = {**update, "cap": cap}  # the state holds the cap decided, never the table's overridden one
-    if base.cap < state.cap <= cap:  # the table's cut was vetoed: none of its cut memory applies
-        update.setdefault("cooldown_until_s", state.cooldown_until_s)
-        update.setdefault("cut_s", state.cut_s)
-        update.setdefault("cut_p99", state.cut_p99)
+    if base.cap < state.cap <= cap:  # the table's cut was vetoed: none of its cut memory applies, even
+        # where `update` copies the chosen decision's memory (the queue floor's `_kept`)
+        update.update(cooldown_until_s=state.cooldown_until_s, cut_s=state.cut_s, cut_p99=state.cut_p99)
     return Decision(
         cap=cap,
         reason=reason,
