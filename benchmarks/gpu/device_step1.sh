@@ -12,6 +12,9 @@ for part in .whl/p0/C.so.xz.* .whl/p1/C.so.xz.*; do if [ -f "$part" ]; then cp "
 if [ -f /tmp/site-parts/C.so.xz.00 ] && [ -f /tmp/site-parts/C.so.xz.01 ] && [ -d /tmp/site/vllm ]; then
   cat /tmp/site-parts/C.so.xz.00 /tmp/site-parts/C.so.xz.01 | xz -dc > /tmp/site/vllm/_C_stable_libtorch.abi3.so
   ls -la /tmp/site/vllm/_C_stable_libtorch.abi3.so
+else
+  echo "vLLM's _C: have [$(ls /tmp/site-parts | tr '\n' ' ')], need C.so.xz.00 (p0) and C.so.xz.01 (p1)" \
+    "and the Python files (p0); call again with the missing piece before device_step2.sh"
 fi
 du -sh /tmp/site
 set +e
