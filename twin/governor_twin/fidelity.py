@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from governor_twin.engine import DONE, Engine
-from governor_twin.measure import little
+from governor_twin.measure import best_of, little
 from governor_twin.profile import EngineProfile, load_profile
 from governor_twin.scenarios import _shared_root
 
@@ -208,8 +208,7 @@ def measure_cpu_fidelity(
     """The real runtime at three concurrencies (best of `repeats`) against the stored CPU profile."""
     import asyncio
 
-    from governor_twin.calibrate import OUTPUT, PROMPT
-    from governor_twin.measure import best_of
+    from governor_twin.calibrate import OUTPUT, PROMPT  # calibrate imports this module
     from governor_twin.profile import with_limits
 
     profile = with_limits(load_profile("cpu_tiny_llama"), ceiling=ceiling)
