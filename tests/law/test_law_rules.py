@@ -9,6 +9,7 @@ from governor.core.law import (
     LawConfig,
     LawState,
     Observation,
+    computed_decide,
     decide,
     initial_state,
 )
@@ -195,6 +196,32 @@ def test_raises_turn_additive_near_the_last_violation_cap() -> None:
     ds = ticks(state, cfg, 12, start=20.0, p99_s=SLO / 4, running=300, waiting=5)
     assert 85 in [d.cap for d in ds] and ds[-1].cap > 85  # up to 0.85 x 100 at once, then +2 per raise
     assert all(d.cap - d.previous_cap <= cfg.cautious_step for d in ds if d.previous_cap >= 85)
+
+
+def test_the_levers_law_runs_the_table_without_its_guesses() -> None:
+    """Rules 11 and 14 guess where the SLO will break (a prompt shift; where it broke before); the levers
+    law fits where. The readings that put the table into long-tail mode and make it remember a violation
+    cap do neither in the levers law; a burst (rule 12) is pre-empted by both."""
+    state = _steady_prompts(LawState(cap=64))
+    shift = Observation(now_s=140, p99_s=2 * SLO, request_rate=10, prompt_p95=2000.0, long_prompt_rate=2.0)
+    table = decide(decide(state, shift, CFG).state, replace(shift, now_s=145), CFG)
+    levers = computed_decide(computed_decide(state, shift, CFG).state, replace(shift, now_s=145), CFG)
+    assert table.mode == "long-tail" and table.cap == 16
+    assert levers.mode == "normal" and levers.cap > 16
+
+    missed = Observation(now_s=0, p99_s=SLO * 1.25, running=100, waiting=0)
+    cfg = CFG.model_copy(update={"ceiling": 256})
+    assert decide(LawState(cap=100), missed, cfg).state.violation_cap == 100
+    assert computed_decide(LawState(cap=100), missed, cfg).state.violation_cap is None
+
+    for law in (decide, computed_decide):
+        steady = LawState(cap=40)
+        for i in range(8):
+            steady = law(steady, Observation(now_s=i * 5, p99_s=SLO, request_rate=1.0, running=40), CFG).state
+        for i, rate in enumerate([2.0, 4.0, 8.0]):
+            d = law(steady, Observation(now_s=40 + i * 5, p99_s=SLO, request_rate=rate, running=40), CFG)
+            steady = d.state
+        assert d.mode == "burst" and d.cap == 32
 
 
 def test_initial_cap_from_the_profile_and_the_slo() -> None:

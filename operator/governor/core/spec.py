@@ -156,6 +156,8 @@ class SLO(_Model):
 
 class LongTailMode(_Model):
     enabled: bool = True
+    """The rule table's long-tail mode (`law: rules`, rule 11). The levers law runs without it: its fitted
+    lines say where the SLO breaks (README, "The levers law")."""
     cap_fraction: float = Field(default=0.25, gt=0, le=1)
     """Cap ceiling in long-tail mode as a fraction of the ceiling (the seed's 256 → 64)."""
     prompt_factor: float = Field(default=1.3, gt=1)

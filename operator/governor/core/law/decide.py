@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 from governor.core.law import derive
@@ -11,16 +12,21 @@ from governor.core.law.rules import Move, Signals, first_rule
 from governor.core.law.steps import mode_cap
 
 
-def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
+def decide(state: LawState, obs: Observation, cfg: LawConfig, *, guesses: bool = True) -> Decision:
+    """The rule table's decision. `guesses=False` runs it without rules 11 and 14 (long-tail mode, the
+    violation memory): guesses about where the SLO will break, from a prompt shift or from where it broke
+    before, which the levers law replaces with the lines it fits (governor.core.law.computed)."""
     now = obs.now_s
     running, waiting, rate = known(obs.running), known(obs.waiting), known(obs.request_rate)
     latency = derive.latency(state, known(obs.p99_s), cfg)
     growth = derive.queue_growth(state, now, waiting, known(obs.queue_growth), rate, cfg)
     tail = derive.long_tail(state, rate, known(obs.long_prompt_rate), known(obs.prompt_p95), cfg)
     rising = derive.burst(state, rate, cfg)
+    if not guesses:
+        tail = replace(tail, triggered=False)
     span = derive.mode(state, now, tail, rising, cfg)
     draining = derive.drain(state, now, latency.smoothed, cfg)
-    memory = derive.violation_memory(state, cfg)
+    memory = derive.violation_memory(state, cfg) if guesses else None
     signals = Signals(
         cfg=cfg,
         cap=state.cap,
@@ -65,7 +71,7 @@ def decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
         burst_ticks=rising.burst_ticks,
         baseline_ticks=rising.baseline_ticks,
         prompt_p95_slow=tail.prompt_p95_slow,
-        violation_cap=float(state.cap) if move.remember else memory,
+        violation_cap=float(state.cap) if move.remember and guesses else memory,
         cut_p99=latency.smoothed if move.cut else state.cut_p99,
         shift_ticks=tail.shift_ticks,
         cut_s=now if move.cut else state.cut_s,
