@@ -37,6 +37,11 @@ RUNTIME_CEILING = "vllm_governor:max_num_seqs"
 RUNTIME_TOKEN_BUDGET = "vllm_governor:max_num_scheduled_tokens"
 RUNTIME_PROMPT_P95 = "vllm_governor:prompt_tokens_p95"
 RUNTIME_LONG_PROMPTS = "vllm_governor:long_prompts_total"
+# A prompt longer than this x the windowed prompt P95 counts as long (the seed's 1.3); the operator sets the
+# variable from spec.adaptive.longTail.promptFactor only when it differs, so pods of a default spec keep
+# their template (an operator upgrade restarts no engine).
+LONG_PROMPT_FACTOR = 1.3
+LONG_PROMPT_FACTOR_ENV = "GOVERNOR_LONG_PROMPT_FACTOR"
 
 # Finer buckets the runtime starts vLLM with (vLLM's defaults are 0.01, 0.025, 0.05 … for per-token and
 # 0.3, 0.5, 0.8 … for e2e, too coarse to place a P99 near a 20 ms or 1 s target). A quarter of a

@@ -51,7 +51,9 @@ class RuntimeMetrics:
         )
         # prometheus_client appends _total to a counter's samples; the family is named without it.
         self.long_prompts = Counter(
-            LONG_PROMPTS.removesuffix("_total"), "Prompts longer than 1.3 x the windowed prompt P95", LABELS
+            LONG_PROMPTS.removesuffix("_total"),
+            "Prompts longer than a factor (1.3 unless set) x the windowed prompt P95",
+            LABELS,
         )
         self._long_seen: dict[str, int] = {}
 

@@ -9,13 +9,14 @@ and a change applies from the next step. Lowering the cap only stops admissions:
 from __future__ import annotations
 
 import logging
+import os
 import time
 import weakref
 from typing import Any
 
 from governor_runtime import vllm_compat
 from governor_runtime.limits import Bounds, LimitsError, resolve
-from governor_runtime.prompts import PromptWindow
+from governor_runtime.prompts import PromptWindow, long_factor
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ _windows: weakref.WeakKeyDictionary[Any, PromptWindow] = weakref.WeakKeyDictiona
 def _window(core: Any) -> PromptWindow:
     window = _windows.get(core)
     if window is None:
-        window = _windows[core] = PromptWindow()
+        window = _windows[core] = PromptWindow(long_factor=long_factor(os.environ))
     return window
 
 

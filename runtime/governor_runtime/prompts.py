@@ -1,4 +1,5 @@
-"""The long-tail signal (seed 001 §4.3): a window of prompt lengths, its P95, and prompts above 1.3 × it.
+"""The long-tail signal (seed 001 §4.3): a window of prompt lengths, its P95, and prompts above a factor of it
+(1.3, the seed's; GOVERNOR_LONG_PROMPT_FACTOR sets another).
 
 Prometheus cannot resolve this from vLLM's coarse prompt-length buckets; the engine sees every request, so it
 keeps the window. Pure apart from the clock passed in.
@@ -8,10 +9,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from governor_runtime.contract import LONG_PROMPT_FACTOR, LONG_PROMPT_FACTOR_ENV
+
 WINDOW_S = 60.0
-LONG_FACTOR = 1.3
+LONG_FACTOR = LONG_PROMPT_FACTOR
 MIN_SAMPLES = 20
 """A P95 over fewer prompts is noise; below this, no prompt is called long."""
 REFRESH_S = 1.0
@@ -24,6 +28,23 @@ class PromptStats:
     """Nearest-rank P95 of prompt lengths in the window; 0 when the window is empty."""
     long_prompts_total: int
     prompts_in_window: int
+
+
+def long_factor(environ: Mapping[str, str]) -> float:
+    """The factor from GOVERNOR_LONG_PROMPT_FACTOR, else the default. The operator validated it (> 1); a value
+    set by hand that is not a number above 1 raises here, at start-up, rather than counting every prompt
+    as long (or none) for the engine's whole life."""
+    raw = environ.get(LONG_PROMPT_FACTOR_ENV)
+    if raw is None or not raw.strip():
+        return LONG_FACTOR
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not value > 1.0 or math.isinf(value):
+        expected = f"expected a number above 1 (default {LONG_FACTOR})"
+        raise ValueError(f"{LONG_PROMPT_FACTOR_ENV}={raw!r}: {expected}")
+    return value
 
 
 def nearest_rank(sorted_values: list[int], quantile: float) -> float:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from governor.core import builders
 from governor.core.spec import parse_spec
+from governor_runtime.prompts import long_factor
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "golden"
@@ -72,6 +73,20 @@ def test_deployment_carries_the_contract() -> None:
     for child in children.values():
         assert child["metadata"]["ownerReferences"][0]["uid"] == OWNER.uid
         assert child["metadata"]["labels"][builders.LABEL_OWNER] == "llama-8b"
+
+
+def test_the_prompt_factor_reaches_the_runtime_only_when_it_is_not_the_default() -> None:
+    spec = yaml.safe_load((ROOT / "examples" / "minimal.yaml").read_text())["spec"]
+
+    def env(factor: float | None) -> dict[str, str]:
+        adaptive = {} if factor is None else {"adaptive": {"longTail": {"promptFactor": factor}}}
+        isvc = parse_spec({**spec, **adaptive})
+        pod = builders.build_deployment(OWNER, isvc, admin_token_hash="h", pod_monitor=False)
+        return {e["name"]: e["value"] for e in pod["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    assert "GOVERNOR_LONG_PROMPT_FACTOR" not in env(None)  # a default spec's template is unchanged
+    assert "GOVERNOR_LONG_PROMPT_FACTOR" not in env(1.3)
+    assert long_factor(env(1.75)) == 1.75  # what the runtime reads from the pod's environment
 
 
 def test_without_the_monitoring_api_pods_get_scrape_annotations() -> None:

@@ -20,7 +20,7 @@ from governor_runtime.launcher import (
     plugin_allowlist,
 )
 from governor_runtime.limits import Bounds, LimitsError, resolve
-from governor_runtime.prompts import PromptWindow
+from governor_runtime.prompts import PromptWindow, long_factor
 
 BOUNDS = Bounds(ceiling=32, token_budget_ceiling=2048)
 
@@ -94,6 +94,20 @@ def test_prompt_window_p95_and_long_prompts() -> None:
     # 60 s later the old prompts have left the window
     assert window.stats(200).prompts_in_window == 0
     assert window.stats(200).p95 == 0
+
+
+def test_the_long_prompt_factor_comes_from_the_environment() -> None:
+    env = "GOVERNOR_LONG_PROMPT_FACTOR"
+    assert long_factor({}) == 1.3 and long_factor({env: " "}) == 1.3
+    assert long_factor({env: "2.0"}) == 2.0
+    for bad in ("1.0", "0.5", "x", "inf", "nan"):
+        with pytest.raises(ValueError, match=env):
+            long_factor({env: bad})
+    window = PromptWindow(window_s=60, min_samples=20, long_factor=long_factor({env: "2.0"}))
+    for t in range(40):
+        window.observe(float(t), 100 + t % 10)
+    assert not window.observe(41, 142)  # long at 1.3 x 109; not at 2 x 109 = 218
+    assert window.observe(41, 219)
 
 
 def test_prompt_window_waits_for_enough_prompts() -> None:

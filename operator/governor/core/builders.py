@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from governor.core import spec as api
+from governor.core.signals import LONG_PROMPT_FACTOR, LONG_PROMPT_FACTOR_ENV
 from governor.observability.scrape import pod_monitor_relabelings
 
 Manifest = dict[str, Any]
@@ -143,6 +144,15 @@ def vllm_args(isvc: api.InferenceServiceSpec) -> list[str]:
     return args + list(engine.extra_args)
 
 
+def _long_prompt_factor(isvc: api.InferenceServiceSpec) -> list[dict[str, str]]:
+    """spec.adaptive.longTail.promptFactor for the runtime's long-prompt count; set only where it is not the
+    runtime's default, so a default spec's pod template (and its hash) stays as it was."""
+    factor = isvc.adaptive.long_tail.prompt_factor
+    if factor == LONG_PROMPT_FACTOR:
+        return []
+    return [{"name": LONG_PROMPT_FACTOR_ENV, "value": repr(factor)}]
+
+
 def build_deployment(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_token_hash: str,
                      pod_monitor: bool) -> Manifest:
     res = isvc.resources
@@ -180,6 +190,7 @@ def build_deployment(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_toke
             # inductor cache path) working.
             {"name": "HOME", "value": HOME_PATH},
             {"name": "USER", "value": "vllm"},
+            *_long_prompt_factor(isvc),
         ],
         "startupProbe": probe(10, 180),
         "readinessProbe": probe(5, 3),

@@ -34,7 +34,7 @@ from pydantic.alias_generators import to_camel
 
 from governor.core import profiles
 from governor.core.law.registry import DEFAULT_LAW, LawName
-from governor.core.signals import LatencyKind
+from governor.core.signals import LONG_PROMPT_FACTOR, LatencyKind
 
 GROUP = "governor.vllm.ai"
 VERSION = "v1alpha1"
@@ -160,8 +160,8 @@ class LongTailMode(_Model):
     lines say where the SLO breaks (README, "The levers law")."""
     cap_fraction: float = Field(default=0.25, gt=0, le=1)
     """Cap ceiling in long-tail mode as a fraction of the ceiling (the seed's 256 → 64)."""
-    prompt_factor: float = Field(default=1.3, gt=1)
-    """A prompt longer than this × the windowed prompt P95 counts as long."""
+    prompt_factor: float = Field(default=LONG_PROMPT_FACTOR, gt=1)
+    """A prompt longer than this × the windowed prompt P95 counts as long (the runtime counts them)."""
 
 
 class BurstMode(_Model):
