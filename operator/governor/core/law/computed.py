@@ -99,9 +99,10 @@ def _per_token_plan(state: LawState, cfg: LawConfig, fits: tuple[LeverFit, Lever
 def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decision:
     # The table without its guesses about where the SLO breaks (rules 11 and 14: long-tail mode and the
     # violation memory, 11 knobs): the fitted lines say where. Measured without them: the twin matrix the
-    # same (MATRIX) and the H200 trace replayed on the twin the same (0.997 at 20 ms). Rule 12, the burst's
-    # pre-emptive step and additive-only raises, stays: without it that replay fell to 0.925 (caps up to
-    # 109 where it held 97 at most), and to 0.466 with a 2.5 s TTFT bound (caps up to 212).
+    # same (mean 0.895; median 0.994 -> 0.997), and the H200 trace replayed on the twin the same (0.997 at
+    # 20 ms). Rule 12, the burst's pre-emptive step and additive-only raises, stays: without it that replay
+    # fell to 0.925 (caps up to 109 where it held 97 at most), and to 0.466 with a 2.5 s TTFT bound (caps
+    # up to 212).
     base = decide(state, obs, cfg, guesses=False)
     chosen, plan = _per_token(state, obs, cfg, base)
     if cfg.latency_kind.per_token and known(obs.p99_s) is not None:
