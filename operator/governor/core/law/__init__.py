@@ -60,6 +60,8 @@ Seed §4.3 inputs, with caps relative to the ceiling (the seed's 256 -> 64 is 0.
     `memory_decay` per tick, and is forgotten once passed without a miss (it was set in another regime)
     or when its cautious fraction passes the ceiling: the law explores again.
 No data (Prometheus down, no traffic, NaN, stale) holds the cap: the law never acts on a guess.
+The levers law (`computed`) runs this table without rules 11 and 14 (`decide(..., guesses=False)`): its
+fitted lines say where the SLO breaks.
 
 Where each rule lives: `derive` computes the signals from the last state and the reading (pure functions,
 small frozen results); `rules.RULES` is the ordered table of guard -> action, one reason code a row, each row
