@@ -15,18 +15,20 @@ import weakref
 from typing import Any
 
 from governor_runtime import vllm_compat
+from governor_runtime.contract import LONG_PROMPT_FACTOR
 from governor_runtime.limits import Bounds, LimitsError, resolve
 from governor_runtime.prompts import PromptWindow, long_factor
 
 logger = logging.getLogger(__name__)
 
 _windows: weakref.WeakKeyDictionary[Any, PromptWindow] = weakref.WeakKeyDictionary()
+_long_factor = LONG_PROMPT_FACTOR  # read from the environment once, in register(), never per request
 
 
 def _window(core: Any) -> PromptWindow:
     window = _windows.get(core)
     if window is None:
-        window = _windows[core] = PromptWindow(long_factor=long_factor(os.environ))
+        window = _windows[core] = PromptWindow(long_factor=_long_factor)
     return window
 
 
@@ -69,7 +71,10 @@ def snapshot(core: Any) -> dict[str, Any]:
 
 
 def register() -> None:
-    """Entry point ``governor_runtime.plugin:register``. Safe to call many times, in any vLLM process."""
+    """Entry point ``governor_runtime.plugin:register``. Safe to call many times, in any vLLM process. A bad
+    GOVERNOR_LONG_PROMPT_FACTOR fails here, at start-up, with the variable named: never in a request."""
+    global _long_factor
+    _long_factor = long_factor(os.environ)
     vllm_compat.require_supported()
     vllm_compat.install_engine_methods(
         {

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from governor_runtime.contract import LONG_PROMPT_FACTOR, LONG_PROMPT_FACTOR_ENV
 
 WINDOW_S = 60.0
-LONG_FACTOR = LONG_PROMPT_FACTOR
 MIN_SAMPLES = 20
 """A P95 over fewer prompts is noise; below this, no prompt is called long."""
 REFRESH_S = 1.0
@@ -32,17 +31,17 @@ class PromptStats:
 
 def long_factor(environ: Mapping[str, str]) -> float:
     """The factor from GOVERNOR_LONG_PROMPT_FACTOR, else the default. The operator validated it (> 1); a value
-    set by hand that is not a number above 1 raises here, at start-up, rather than counting every prompt
-    as long (or none) for the engine's whole life."""
+    set by hand that is not a number above 1 raises (the plugin reads it once, when it loads, so the engine
+    refuses to start instead of counting every prompt as long, or none, for its whole life)."""
     raw = environ.get(LONG_PROMPT_FACTOR_ENV)
     if raw is None or not raw.strip():
-        return LONG_FACTOR
+        return LONG_PROMPT_FACTOR
     try:
         value = float(raw)
     except ValueError:
         value = math.nan
     if not value > 1.0 or math.isinf(value):
-        expected = f"expected a number above 1 (default {LONG_FACTOR})"
+        expected = f"expected a number above 1 (default {LONG_PROMPT_FACTOR})"
         raise ValueError(f"{LONG_PROMPT_FACTOR_ENV}={raw!r}: {expected}")
     return value
 
@@ -58,7 +57,7 @@ class PromptWindow:
     def __init__(
         self,
         window_s: float = WINDOW_S,
-        long_factor: float = LONG_FACTOR,
+        long_factor: float = LONG_PROMPT_FACTOR,
         min_samples: int = MIN_SAMPLES,
         refresh_s: float = REFRESH_S,
     ) -> None:

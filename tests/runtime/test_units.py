@@ -110,6 +110,24 @@ def test_the_long_prompt_factor_comes_from_the_environment() -> None:
     assert window.observe(41, 219)
 
 
+def test_a_bad_long_prompt_factor_stops_the_plugin_loading_never_a_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from governor_runtime import plugin
+
+    monkeypatch.setenv("GOVERNOR_LONG_PROMPT_FACTOR", "0.9")
+    with pytest.raises(ValueError, match="GOVERNOR_LONG_PROMPT_FACTOR"):
+        plugin.register()  # at start-up, before anything touches vLLM
+
+    class Core:  # the engine core the plugin keys its prompt window on
+        pass
+
+    core = Core()
+    monkeypatch.setattr(plugin, "_long_factor", 2.0)  # what register() read from a good value
+    plugin.observe_prompt(core, 100)  # the bad variable is not read again on the request path
+    assert plugin._windows[core].long_factor == 2.0
+
+
 def test_prompt_window_waits_for_enough_prompts() -> None:
     window = PromptWindow(min_samples=20)
     assert not any(window.observe(0.0, length) for length in (10, 10, 10, 5000))
