@@ -130,6 +130,10 @@ class LawState(BaseModel):
     # When the levers law last raised the cap: a per-token miss within a window of it is the raise's own
     # doing (the window's P99 lags the batch), not a license for the queue's next raise.
     raised_s: float | None = None
+    # The largest running batch held through a whole window (the window's smallest), its excess forgotten
+    # at the quantile fit's rate: what a raise for headroom is vouched by (computed._paced). The fit's own
+    # support counts a batch from the first tick it is reached, before its window's P99 has seen it.
+    held_support: float = 0.0
     # The token budget (governor.core.law.budget, levers law only): the budget the law holds (None: it has
     # never moved it, the engine keeps its own), the largest the engine has reported (its startup value),
     # the line of the per-token quantile in the budget, when the budget last moved, and its verdict.
