@@ -26,7 +26,8 @@ to queue. Last, for an inter-token SLO, the token budget
 
 Every raise stays within the evidence (a trust region): the model's raise goes at most to TRUST x the largest
 running batch the quantile line was measured at (LeverFit.support); past that the law takes the rule table's
-bounded exploratory step, and the fit learns the line as the batch grows. The line's confidence band cannot
+bounded exploratory step, and the fit learns the line as the batch grows; with a per-token SLO alone, one
+such step per window past what a whole window held (_paced). The line's confidence band cannot
 guard this: it measures the noise around a line assumed right, and a line fitted at small batches is not (on
 the H200 the P99 sat in one histogram bucket at batches 3..21, the fit called the line flat, and its doubling
 to 128 cost 98 SLO misses at 20 ms).
