@@ -92,8 +92,8 @@ def _paced(decisions: list[Decision], cfg: LawConfig) -> list[tuple[float, int, 
 
 def test_the_cap_still_climbs_to_a_high_cap_when_the_line_holds_there() -> None:
     """With a per-token SLO alone, a raise past the batches the line was measured at over a whole window
-    waits a window; the cap still reaches the ceiling. With a TTFT bound the queue would miss, the raises
-    go as fast as the table's."""
+    waits a window; the cap still reaches the ceiling. With a TTFT bound nothing is paced (a raise buys
+    the queue's goodput there), and the raises go as fast as the table's."""
     cfg = LawConfig(slo_target_s=0.025, ceiling=256, tick_s=5.0, window_s=15.0)
     levers = _climb("levers", cfg, 45)
     assert levers[-1].cap == cfg.ceiling, [d.cap for d in levers]
@@ -110,10 +110,10 @@ def test_the_cap_still_climbs_to_a_high_cap_when_the_line_holds_there() -> None:
 
 
 def test_a_raise_past_the_evidence_waits_for_the_window_to_see_the_last_one() -> None:
-    """The H200 20 ms run b's shape: a flat line fitted in the light phase, then a load that fills the cap
-    while the 10-s window's P99 still reads the light phase. Unpaced, the table's x1.15 raises compounded
-    64 -> 73 -> 83 -> 95 in four seconds; past the trust region a raise now waits a window for the last
-    one to show in the P99."""
+    """The H200 20 ms run b's shape: a falling line fitted in the light phase (the lever reads inert), then a
+    load that fills the cap while the 10-s window's P99 still reads the light phase. Unpaced, the table's
+    x1.15 raises compounded 64 -> 73 -> 83 -> 95 in four seconds; past TRUST x the batch held through a
+    whole window a raise now waits a window for the last one to show in the P99."""
     cfg = LawConfig(slo_target_s=0.020, ceiling=256, tick_s=2.0, window_s=10.0, cooldown_s=4.0)
     rng = random.Random(5)
     state, decisions = LawState(cap=64), []
