@@ -45,7 +45,6 @@ from governor.core.law.derive import binding, growth_rate, known, queued
 from governor.core.law.model import Decision, LawConfig, LawState, Observation
 from governor.core.law.steps import mode_cap, raise_cap
 from governor.core.levers.fit import TRUST, LeverFit
-from governor.core.levers.goodput import Trade, best_trade, in_time_share, per_token_share
 from governor.core.levers.plan import CapPlan, PlanSettings, plan_cap
 from governor.core.levers.queueing import TpotLine, Workload, service_rate
 
@@ -339,7 +338,7 @@ def _queue_side(
     def holds(c: int) -> bool:  # carries the arrivals, and the backlog a window ahead waits within the bound
         return model.carries(c) and (bound is None or not model.late_ahead(c, cfg.window_s, bound))
 
-    per_token = meetable = _meetable(plan)
+    per_token = _meetable(plan)
     floor = next((c for c in range(1, upper + 1) if holds(c)), upper)
     if per_token is not None and per_token < floor:
         if bound is None or not model.late_ahead(per_token, cfg.window_s, bound):
@@ -362,10 +361,6 @@ def _queue_side(
         return held, origin
     if not (late and current < upper and _held_back(state, obs, cfg)):
         return chosen, origin
-    if bound is not None and (meetable is None or model.service(meetable) < model.arrivals):
-        traded = _traded(state, cfg, base, chosen, plan, model, bound)
-        if traded is not None:
-            return traded, origin
     missed = (base.state.p99_smoothed or 0.0) > cfg.band_high * cfg.slo_target_s
     own_doing = state.raised_s is not None and obs.now_s - state.raised_s < cfg.window_s
     # The queue measurably grows at this cap (the table's growth count) and holds more than a batch: the
@@ -406,50 +401,6 @@ def _queue_side(
     return _decision(
         state, base, cap, "queue-relief", detail, 1, _kept(chosen, cap)
     ), current if origin is None else origin
-
-
-def _traded(
-    state: LawState,
-    cfg: LawConfig,
-    base: Decision,
-    chosen: Decision,
-    plan: CapPlan | None,
-    model: QueueModel,
-    bound: float,
-) -> Decision | None:
-    """No cap is known to carry the arrivals within the per-token bound. With confident fits, the queue's
-    raise is the trade that serves the most requests within both (governor.core.levers.goodput), among
-    the caps from this one up to the trust region's reach: past the per-token cap as far as the TTFT it
-    buys is worth the per-token misses it costs, and no further (twin, H200 8B, 2x step to 0.94 of
-    capacity at 24.9 ms: held at the per-token cap, all but 945 of the phase's 5,840 requests missed their
-    TTFT bound; the trade took the cell from 0.69 to 0.79 x the best static cap). None when the fits
-    cannot say, or say that no cap serves a request within both (the guarded steps below answer)."""
-    quantile_fit = chosen.state.quantile_fit
-    if model.work is None or plan is None or plan.reason == "unconfident" or quantile_fit is None:
-        return None
-    work, current = model.work, max(chosen.cap, state.cap)
-    reach = min(mode_cap(chosen.mode, cfg), max(_trusted(quantile_fit), current))
-
-    def trade(cap: int) -> Trade:
-        mean, quantile = work.tpot.at(cap), quantile_fit.predict((cap,)).mean
-        return Trade(
-            cap,
-            per_token_share(mean, quantile, cfg.quantile, cfg.slo_target_s),
-            in_time_share(model.arrivals, model.service(cap), model.waiting, bound, cfg.window_s),
-        )
-
-    best, now = best_trade(range(current, reach + 1), trade), trade(current)
-    if best is None or best.both < 0.01:
-        return None  # no cap is predicted to serve any request within both bounds: nothing to weigh
-    if best.cap <= current:
-        return chosen
-    detail = (
-        f"{_why_late(bound)}: at cap {best.cap} {best.both:.0%} of requests are predicted to meet both "
-        f"bounds ({best.per_token:.0%} the per-token one, {best.in_time:.0%} TTFT) against {now.both:.0%} "
-        f"at {current}"
-    )
-    wish: Literal[-1, 0, 1] = 1 if best.both < cfg.quantile else chosen.replica_wish
-    return _decision(state, base, best.cap, "queue-trade", detail, wish, _kept(chosen, best.cap))
 
 
 def _why_late(bound: float | None) -> str:
