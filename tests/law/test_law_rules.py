@@ -64,6 +64,13 @@ def test_low_latency_does_not_creep_the_cap_up_when_it_is_not_binding() -> None:
     assert {d.cap for d in ticks(LawState(cap=16), CFG, 3, p99_s=SLO / 4)} == {16}  # unknown load: no creep
 
 
+def test_a_queue_beside_a_small_cap_one_slot_short_binds() -> None:
+    # Short requests finish between steps, so the gauge reads a slot short of a full small cap.
+    assert ticks(LawState(cap=5), CFG, 3, p99_s=SLO / 4, running=4, waiting=40)[-1].cap > 5
+    assert ticks(LawState(cap=5), CFG, 3, p99_s=SLO / 4, running=3, waiting=40)[-1].cap == 5  # idle slots
+    assert ticks(LawState(cap=5), CFG, 3, p99_s=SLO / 4, running=4, waiting=0)[-1].cap == 5  # no queue
+
+
 def test_raise_stops_at_the_ceiling() -> None:
     ds = ticks(LawState(cap=40), CFG, 20, p99_s=SLO / 4, running=64, waiting=10)
     assert ds[-1].cap == 64 and ds[-1].reason == "at-limit"
