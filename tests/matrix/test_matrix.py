@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from governor_twin.matrix.goodput import meets_both
 from governor_twin.matrix.profiles import PROFILES, derive_targets, get_profile
 from governor_twin.matrix.reaction import measure
-from governor_twin.matrix.report import summary_markdown
+from governor_twin.matrix.report import summary_markdown, write
 from governor_twin.matrix.run import CURRENT, ORACLE, evaluate, load_law, static_caps
 from governor_twin.matrix.workloads import reference_capacity
 from governor_twin.scenarios import _shared_root
@@ -53,7 +56,7 @@ def test_missing_new_law_is_reported_not_raised() -> None:
     assert law is None and "skipped" in note
 
 
-def test_one_small_cell_produces_the_table() -> None:
+def test_one_small_cell_produces_the_table(tmp_path: Path) -> None:
     prof = get_profile("cpu_tiny_llama")
     cells = evaluate(
         [(prof, derive_targets(prof))],
@@ -76,3 +79,7 @@ def test_one_small_cell_produces_the_table() -> None:
     table = summary_markdown(cells)
     assert "| current law |" in table and "| static 16 |" in table
     assert "Served cells: the 1 of 1 " in table
+    # Without the reaction benchmark the report says so, instead of an empty table.
+    written = write(tmp_path, cells, [derive_targets(prof)], [], float("nan"), [], "header").read_text()
+    assert "Not run (`--no-reaction`)." in written and "| policy | violated after the step" not in written
+    assert json.loads((tmp_path / "results.json").read_text())["cells"][0]["workload"] == "steady"

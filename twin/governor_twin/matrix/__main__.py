@@ -1,5 +1,7 @@
-"""`python -m governor_twin.matrix [--quick] [--jobs N] [--new-law module:function] [--out DIR]`: the
-generalization matrix and the reaction benchmark (issue 12, "How it is checked")."""
+"""`python -m governor_twin.matrix [--quick] [--jobs N] [--seed N] [--new-law module:function] [--out DIR]`:
+the generalization matrix and the reaction benchmark (issue 12, "How it is checked"). `--seed N` (N > 0)
+draws every cell's arrivals and lengths again, into benchmarks/results/matrix/seed_N unless `--out` says
+otherwise: the spread of the reported figures over draws."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--caps", type=int, default=None, help="only the largest N static caps")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-reaction", action="store_true")
     parser.add_argument(
         "--quick", action="store_true", help="one small cell (cpu_tiny_llama, medium, steady, 60 s phases)"
@@ -44,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.seed < 0:
+        raise SystemExit("--seed must be 0 or more")
+    if args.out is None:
+        args.out = DEFAULT_OUT / f"seed_{args.seed}" if args.seed else DEFAULT_OUT
     if args.quick:
         args.profiles, args.workloads, args.targets, args.phase_s = "cpu_tiny_llama", "steady", "medium", 60.0
         args.caps, args.no_reaction = args.caps or 3, True

@@ -214,7 +214,7 @@ def write(
         "",
         "## Reaction to a 2× load step (H200 8B, medium target)",
         "",
-        reaction_markdown(reactions, reaction_slo_s),
+        reaction_markdown(reactions, reaction_slo_s) if reactions else "Not run (`--no-reaction`).",
         "",
         "## Cells",
         "",
