@@ -69,6 +69,9 @@ def test_a_queue_beside_a_small_cap_one_slot_short_binds() -> None:
     assert ticks(LawState(cap=5), CFG, 3, p99_s=SLO / 4, running=4, waiting=40)[-1].cap > 5
     assert ticks(LawState(cap=5), CFG, 3, p99_s=SLO / 4, running=3, waiting=40)[-1].cap == 5  # idle slots
     assert ticks(LawState(cap=5), CFG, 3, p99_s=SLO / 4, running=4, waiting=0)[-1].cap == 5  # no queue
+    one = CFG.model_copy(update={"min_cap": 1})
+    assert ticks(LawState(cap=1), one, 3, p99_s=SLO / 4, running=0, waiting=40)[-1].cap == 1  # engine idle
+    assert ticks(LawState(cap=1), one, 3, p99_s=SLO / 4, running=1, waiting=40)[-1].cap > 1
 
 
 def test_raise_stops_at_the_ceiling() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from governor_twin.matrix.__main__ import main as matrix_main
 from governor_twin.matrix.goodput import meets_both
 from governor_twin.matrix.profiles import PROFILES, derive_targets, get_profile
 from governor_twin.matrix.reaction import measure
@@ -49,6 +50,12 @@ def test_reaction_counts_recovery_ticks_and_overshoots() -> None:
     assert measure(p99, slo) == (True, 2, 2)
     assert measure(np.array([0.01, 0.01]), slo) == (False, 0, 0)
     assert measure(np.array([0.01, 0.03, 0.03]), slo) == (True, None, 0)
+
+
+def test_a_negative_seed_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        matrix_main(["--quick", "--seed", "-1"])
+    assert stop.value.code == 2 and "--seed must be 0 or more" in capsys.readouterr().err
 
 
 def test_missing_new_law_is_reported_not_raised() -> None:

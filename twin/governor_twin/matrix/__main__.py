@@ -45,9 +45,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.seed < 0:
-        raise SystemExit("--seed must be 0 or more")
+        parser.error("--seed must be 0 or more")
     if args.out is None:
         args.out = DEFAULT_OUT / f"seed_{args.seed}" if args.seed else DEFAULT_OUT
     if args.quick:

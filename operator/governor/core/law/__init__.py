@@ -26,9 +26,9 @@ Its defects, and the rule that fixes each one:
     near the cap, or a queue while nearly all slots are busy: `queue_binding_fraction`, just under
     `binding_fraction`, as a closed loop's gaps between requests keep the mean; 0.5 cost the twin 30 points
     of steady-state SLO windows; a queue beside idle slots is not the cap's doing; with a queue, one slot
-    short of the cap binds too: the gauge is read between a step's finishes and the next step's admissions,
-    and at cap 5 with 46 requests queued it read 4, so the cap was "not binding" while TTFT passed 7 s:
-    twin, H200 8B, 8-32-token outputs). Unknown running: "not binding".
+    short of the cap binds too, never an idle engine (the gauge is read between a step's finishes and the
+    next step's admissions: at cap 5 with 46 requests queued it read 4, so the cap was "not binding" while
+    TTFT passed 7 s; twin, H200 8B, 8-32-token outputs). Unknown running: "not binding".
  8. The cap is the wrong lever for queue-driven latency (DESIGN.md, H200 data: a lower cap buys TPOT and
     pays in queueing) -> per-token SLOs (TPOT, inter-token) move the cap; TTFT and e2e SLOs never lower
     it: they raise it while it binds, then ask for replicas.

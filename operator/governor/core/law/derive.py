@@ -187,7 +187,7 @@ def binding(cap: int, running: float | None, waiting: float | None, cfg: LawConf
     doing. Unknown running: not binding."""
     return running is not None and (
         running >= cfg.binding_fraction * cap
-        or (queued(waiting, cfg) and running >= min(cfg.queue_binding_fraction * cap, cap - 1))
+        or (queued(waiting, cfg) and running >= min(cfg.queue_binding_fraction * cap, max(cap - 1, 1)))
     )
 
 
