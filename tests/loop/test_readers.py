@@ -229,7 +229,12 @@ async def test_real_prometheus_reads_the_lever_models_means(prometheus_for: Conf
                 engine.finish(tpot=0.010, ttft=0.20, queue=0.05, tokens=100)
                 engine.finish(tpot=0.030, ttft=0.40, queue=0.15, tokens=20)
             await asyncio.sleep(0.5)
-        await asyncio.sleep(1.5)  # one more scrape after the last pair
+        # Until a scrape after the last pair has landed (a fixed sleep lost that race on a loaded machine).
+        seen = f'{signals.TPOT}_count{{instance="127.0.0.1:{port}"}}'
+        for _ in range(60):
+            if [r for r in prom.query(seen) if float(r["value"][1]) >= 16]:
+                break
+            await asyncio.sleep(0.5)
         reader = PromReader(prom.url)
         snapshot = await reader.read(promql.OPERATOR, 10, 2, WANT)
         await reader.aclose()

@@ -49,7 +49,8 @@ def prometheus_for(prometheus: PrometheusServer) -> Iterator[ConfigureTargets]:
             for (namespace, name), targets in services.items()
         ]
         prometheus.configure(jobs)
-        prometheus.wait_for_targets(sum(len(t) for t in services.values()))
+        targets = [t for listed in services.values() for t in listed]
+        prometheus.wait_for_targets(len(targets), instances=targets)
         return prometheus
 
     yield configure
