@@ -55,7 +55,6 @@ class _Snapshot:
     success: float
     preemptions: float
     long_prompts: float
-    prompt_tokens: float
 
 
 class Observer:
@@ -95,19 +94,6 @@ class Observer:
             self.prompt_p95 = p95
         self._counted_upto = max(self._counted_upto, upto)
 
-    def _running_mean(self, now: float) -> float | None:
-        """Experiment: the running batch averaged over the window's time, from admissions and finishes."""
-        e = self.engine
-        n = e.n
-        if n == 0 or now <= 0:
-            return None
-        lo = max(now - self.window_s, 0.0)
-        fs, fi = e.first_scheduled[:n], e.finish[:n]
-        start = np.where(np.isnan(fs), now, fs)
-        end = np.where(np.isnan(fi), now, fi)
-        overlap = np.clip(np.minimum(end, now) - np.maximum(start, lo), 0.0, None)
-        return float(overlap.sum() / (now - lo))
-
     def observe(self, now: float) -> Observation:
         e = self.engine
         self._prompt_signals(now)
@@ -122,7 +108,6 @@ class Observer:
             e.success_total,
             float(e.preemptions),
             self.long_prompts,
-            e.prompt_tokens_total,
         )
         self.snapshots.append(snap)
         while len(self.snapshots) > 1 and self.snapshots[1].t <= now - self.window_s + 1e-9:
@@ -132,7 +117,7 @@ class Observer:
         means: dict[str, float | None] = dict.fromkeys(sums)
         if old is snap or span <= 0:
             p99 = ttft_p99 = None
-            rate = preempt = long_rate = prompt_rate = None
+            rate = preempt = long_rate = None
         else:
             p99 = histogram_quantile(self.quantile, hist.edges, snap.counts - old.counts)
             ttft_p99 = histogram_quantile(
@@ -144,7 +129,6 @@ class Observer:
             rate = (snap.success - old.success) / span
             preempt = (snap.preemptions - old.preemptions) / span
             long_rate = (snap.long_prompts - old.long_prompts) / span
-            prompt_rate = (snap.prompt_tokens - old.prompt_tokens) / span
         return Observation(
             now_s=now,
             p99_s=_finite(p99),
@@ -157,7 +141,5 @@ class Observer:
             long_prompt_rate=long_rate,
             ttft_p99_s=_finite(ttft_p99),
             token_budget=float(e.token_budget),
-            prompt_tokens_rate=prompt_rate,
-            running_mean=self._running_mean(now),
             **means,
         )

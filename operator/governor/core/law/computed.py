@@ -36,7 +36,6 @@ to 128 cost 98 SLO misses at 20 ms).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import replace
 from typing import Any, Literal, NamedTuple
 
@@ -71,25 +70,14 @@ def _fits(state: LawState, obs: Observation, recent: tuple[float, ...]) -> tuple
     The mean TPOT answers for the window's mean batch; the quantile for its largest: the slowest requests of
     a window are the ones that ran at its biggest batch (regressed on the mean, a window that straddles a
     raise overstates the slope, and the cap planned from it falls short: twin, 2x step, 84 instead of 128)."""
-    two = _PREFILL_EXP
-    quantile_fit = state.quantile_fit or LeverFit(with_prefill=two)
-    mean_fit = state.mean_fit or LeverFit(with_prefill=two)
+    quantile_fit, mean_fit = state.quantile_fit or LeverFit(), state.mean_fit or LeverFit()
     batch = sum(recent) / len(recent) if recent else 0.0
     if batch < 1 or known(obs.running) is None:
         return quantile_fit, mean_fit
-    if _BATCH_EXP and known(obs.running_mean) is not None:
-        batch = known(obs.running_mean) or batch
-    extra = (known(obs.prompt_tokens_rate),) if two else ()
     return (
-        quantile_fit.update((max(recent), *extra[: quantile_fit.dims - 1]), known(obs.p99_s)),
-        mean_fit.update((batch, *extra[: mean_fit.dims - 1]), known(obs.tpot_mean_s)),
+        quantile_fit.update((max(recent),), known(obs.p99_s)),
+        mean_fit.update((batch,), known(obs.tpot_mean_s)),
     )
-
-
-# Experiments of 2026-12-04 (README, Limits), on by environment variable; the next commit reverts them.
-_PREFILL_EXP = bool(os.environ.get("PREFILL_EXP"))  # prompt tokens/s as the fits' second regressor
-_BATCH_EXP = bool(os.environ.get("BATCH_EXP"))  # the time-averaged batch for the mean line and queue model
-_FLOOR_EXP = bool(os.environ.get("FLOOR_EXP"))  # no cut below 1.1 x the time-averaged busy slots
 
 
 def _per_token_plan(state: LawState, cfg: LawConfig, fits: tuple[LeverFit, LeverFit], upper: int) -> CapPlan:
@@ -300,16 +288,12 @@ def queue_model(state: LawState, obs: Observation, memory: LawState, tick_s: flo
     arrivals = _arrivals(state, obs, memory.held_recent, tick_s)
     rate, waiting = known(obs.request_rate), known(obs.waiting)
     batch = sum(recent) / len(recent) if recent else 0.0
-    if _BATCH_EXP and known(obs.running_mean) is not None:
-        batch = known(obs.running_mean) or batch
     if arrivals is None or rate is None or waiting is None or rate <= 0 or batch < 1:
         return None
     out = known(obs.output_tokens_mean)
     work = None
-    level = known(obs.prompt_tokens_rate) if mean_fit.dims == 2 else None
-    x = (batch,) if mean_fit.dims == 1 else (batch, level if level is not None else mean_fit.mean_x[1])
-    if mean_fit.count >= 8 and out is not None and out > 0 and mean_fit.predict(x).mean > 0:
-        intercept, slope = mean_fit.line(level)
+    if mean_fit.count >= 8 and out is not None and out > 0 and mean_fit.predict((batch,)).mean > 0:
+        intercept, slope = mean_fit.line()
         work = Workload(arrivals, out, _prefill(obs), TpotLine(intercept, slope))
     return QueueModel(arrivals, waiting, rate, batch, work)
 
@@ -356,9 +340,6 @@ def _queue_side(
 
     per_token = _meetable(plan)
     floor = next((c for c in range(1, upper + 1) if holds(c)), upper)
-    busy = known(obs.running_mean)
-    if _FLOOR_EXP and busy is not None and busy > 0:
-        floor = min(floor, max(1, math.ceil(RELIEF_HEADROOM * busy)))
     if per_token is not None and per_token < floor:
         if bound is None or not model.late_ahead(per_token, cfg.window_s, bound):
             # The per-token bound first: its backlog, a window ahead, waits within the TTFT bound, or the SLO

@@ -166,8 +166,6 @@ class Observation:
     output_tokens_mean: float | None = None  # mean generated tokens per finished request
     ttft_p99_s: float | None = None  # TTFT at the SLO's quantile: the goodput bound is judged on it
     token_budget: float | None = None  # the per-step token budget the engines hold (the lowest)
-    prompt_tokens_rate: float | None = None  # experiment: prompt tokens prefilled per second over the window
-    running_mean: float | None = None  # experiment: time-averaged running batch over the window
 
 
 @dataclass(frozen=True, slots=True)
