@@ -35,16 +35,18 @@ from rich.live import Live
 
 from governor_dev.demo import (
     DEMO_MODEL_LOAD,
+    DRIFT_BOUND,
     DemoPlan,
     PassResult,
     Tick,
     auto_slo,
     default_plan,
+    host_drift,
     phase_at,
     phase_bounds,
     score,
 )
-from governor_dev.demoview import live_view, plot, summary_table
+from governor_dev.demoview import drift_line, live_view, plot, summary_table
 from governor_dev.loadgen import run_phases
 from governor_dev.ports import port_free
 
@@ -221,6 +223,9 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
         for p in passes
     }
     console.print(summary_table(plan, scores, slo_s))
+    control = plan.phases[0].name
+    drift = host_drift(scores["static"][control], scores["governed"][control])
+    console.print(drift_line(control, drift))
     args.out.mkdir(parents=True, exist_ok=True)
     plot(plan, passes, slo_s, args.out / "demo.png")
     summary = {
@@ -228,6 +233,7 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
         "law": args.law,
         "slo_tpot_p99_s": slo_s,
         "ceiling": plan.ceiling,
+        "host_drift": {"control": control, "ratio": drift, "bound": DRIFT_BOUND},
         "scores": {
             label: {span: asdict(s) for span, s in by_span.items()} for label, by_span in scores.items()
         },

@@ -10,7 +10,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from governor_dev.demo import DemoPlan, PassResult, Score, Tick, phase_bounds
+from governor_dev.demo import DRIFT_BOUND, DemoPlan, PassResult, Score, Tick, phase_bounds
 
 
 def _ms(seconds: float | None) -> str:
@@ -75,6 +75,22 @@ def summary_table(plan: DemoPlan, scores: dict[str, dict[str, Score]], slo_s: fl
             f"{ratio:.2f}×",
         )
     return table
+
+
+def drift_line(control: str, drift: float | None) -> str:
+    """What the control phase says about the machine between the passes (governor_dev.demo.host_drift)."""
+    if drift is None:
+        return f"host check: the {control} phase finished too little to compare the passes' machine speed"
+    said = (
+        f"host check: the {control} phase (same load, same cap) ran at ×{drift:.2f} the static pass's median "
+        "TPOT in the governed pass"
+    )
+    if 1 / DRIFT_BOUND <= drift <= DRIFT_BOUND:
+        return said
+    return (
+        f"{said}: the machine's speed moved between the passes by more than ×{DRIFT_BOUND:g}, so this "
+        "comparison measures the machine as much as the law; run it again on an idle machine"
+    )
 
 
 def plot(plan: DemoPlan, passes: list[PassResult], slo_s: float, path: Path) -> None:

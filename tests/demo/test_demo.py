@@ -32,6 +32,8 @@ def test_short_demo_moves_the_cap_and_leaves_a_picture(
     assert min(governed) < engine.ceiling, "the governed pass must have lowered the cap inside the engine"
     assert summary["decisions"], "every cap change is a recorded decision with a reason"
     assert all(d["reason"] for d in summary["decisions"])
+    drift = summary["host_drift"]
+    assert drift["control"] == "light" and drift["ratio"] is not None and drift["ratio"] > 0
     for label in ("static", "governed"):
         whole = summary["scores"][label]["all"]
         assert whole["requests"] > 0 and whole["failed"] == 0, "no request may fail while the cap moves"
