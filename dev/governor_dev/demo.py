@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from governor_dev.loadgen import Phase, RequestRecord
 from governor_dev.scoring import nearest_rank, slo_window_share, window_bounds
 
-# Beyond this ratio either way, the first phase's median TPOT says the machine's speed moved between the
-# passes by more than the law's own hysteresis band (±10 % of the SLO) spans, i.e. by more than the law
-# could answer: the comparison then measures the machine as much as the law. Measured on 2026-12-04 on the
-# 2-core VM: three `--short` runs read 1.13 and 1.82 in the two whose governed goodput came out 0.36× and
-# 0.31× static, with the cap not binding (nothing waiting) through their heavy phase.
+# A reporting threshold, not a knob of the law: past this ratio either way the control phase says the machine
+# moved between the passes by twice the law's hysteresis band (±10 % of the SLO), and the comparison then
+# measures the machine as much as the law. Read on 2026-12-04 on the 2-core VM by the control's P99 (those
+# runs kept no median): three full runs 0.99-1.08; two `--short` runs whose governed goodput came out 0.36x
+# and 0.31x static, 1.13 and 1.83. The second is the machine; the first this check does not explain.
 DRIFT_BOUND = 1.2
 
 # Light-load per-token latency × this = the SLO the demo holds (measured: heavy load at the ceiling runs
