@@ -35,8 +35,11 @@ def time_averaged_batch(engine: Engine, now: float, window_s: float) -> float:
 
 
 def main(argv: list[str]) -> None:
-    profile_name, workload, target = (argv + ["h200_llama8b", "prefill_heavy", "loose"][len(argv) :])[:3]
-    caps = [int(c) for c in (argv[3] if len(argv) > 3 else "4,8,16,20,32,256").split(",")]
+    defaults = ["h200_llama8b", "prefill_heavy", "loose", "4,8,16,20,32,256"]
+    if len(argv) > len(defaults):
+        raise SystemExit(__doc__)
+    profile_name, workload, target, cap_list = [*argv, *defaults[len(argv) :]]
+    caps = [int(c) for c in cap_list.split(",")]
     profile = get_profile(profile_name)
     targets = derive_targets(profile, saturated_tpot_p99(get_profile("h200_llama8b"), 1))
     tpot = dict(targets.items())[target]

@@ -41,6 +41,7 @@ from governor_dev.demo import (
     Tick,
     auto_slo,
     default_plan,
+    held_throughout,
     host_drift,
     phase_at,
     phase_bounds,
@@ -224,8 +225,9 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
     }
     console.print(summary_table(plan, scores, slo_s))
     control = plan.phases[0].name
-    drift = host_drift(scores["static"][control], scores["governed"][control])
-    console.print(drift_line(control, drift))
+    controlled = all(held_throughout(p, control, plan.ceiling) for p in passes)
+    drift = host_drift(scores["static"][control], scores["governed"][control]) if controlled else None
+    console.print(drift_line(control, drift, held=controlled))
     args.out.mkdir(parents=True, exist_ok=True)
     plot(plan, passes, slo_s, args.out / "demo.png")
     summary = {
@@ -233,7 +235,7 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
         "law": args.law,
         "slo_tpot_p99_s": slo_s,
         "ceiling": plan.ceiling,
-        "host_drift": {"control": control, "ratio": drift, "bound": DRIFT_BOUND},
+        "host_drift": {"control": control, "cap_held": controlled, "ratio": drift, "bound": DRIFT_BOUND},
         "scores": {
             label: {span: asdict(s) for span, s in by_span.items()} for label, by_span in scores.items()
         },

@@ -9,7 +9,8 @@ scored with the same client-side yardstick, so the summary is a side-by-side mea
 
 The passes run one after the other, so a machine whose speed moves between them moves the comparison: the
 first phase is the control, the same light load at the same cap (the ceiling) in both passes, and the ratio
-of its median per-request TPOT (`host_drift`) says how far the machine moved.
+of its median per-request TPOT (`host_drift`) says how far the machine moved (where the law left the cap
+alone in it: otherwise it is no control).
 
 The SLO is, unless given, derived from a light-load probe of this machine (a multiple of the per-token
 latency at light load), so the demo shows the same story on a fast laptop and on two shared CI cores: the
@@ -133,6 +134,13 @@ def host_drift(static: Score, governed: Score) -> float | None:
     if static.median_s is None or governed.median_s is None or static.median_s <= 0:
         return None
     return governed.median_s / static.median_s
+
+
+def held_throughout(result: PassResult, phase: str, cap: int) -> bool:
+    """Every tick of `phase` held `cap`: only then is that phase a control for the machine's speed (the law
+    may already move the cap in it)."""
+    caps = [t.cap for t in result.ticks if t.phase == phase]
+    return bool(caps) and all(c == cap for c in caps)
 
 
 @dataclass(frozen=True)

@@ -77,8 +77,11 @@ def summary_table(plan: DemoPlan, scores: dict[str, dict[str, Score]], slo_s: fl
     return table
 
 
-def drift_line(control: str, drift: float | None) -> str:
-    """What the control phase says about the machine between the passes (governor_dev.demo.host_drift)."""
+def drift_line(control: str, drift: float | None, held: bool = True) -> str:
+    """What the control phase says about the machine between the passes (governor_dev.demo.host_drift);
+    `held`: both passes held the ceiling through it (otherwise it is no control)."""
+    if not held:
+        return f"host check: none, the cap moved in the {control} phase, so it is no control for the machine"
     if drift is None:
         return f"host check: the {control} phase finished too little to compare the passes' machine speed"
     said = (

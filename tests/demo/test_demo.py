@@ -33,7 +33,10 @@ def test_short_demo_moves_the_cap_and_leaves_a_picture(
     assert summary["decisions"], "every cap change is a recorded decision with a reason"
     assert all(d["reason"] for d in summary["decisions"])
     drift = summary["host_drift"]
-    assert drift["control"] == "light" and drift["ratio"] is not None and drift["ratio"] > 0
+    assert drift["control"] == "light"
+    # The SLO here (0.5 ms) is below any CPU engine's light-load latency: the law may cut in the light phase,
+    # and then that phase is no control and no ratio is claimed.
+    assert drift["ratio"] > 0 if drift["cap_held"] else drift["ratio"] is None
     for label in ("static", "governed"):
         whole = summary["scores"][label]["all"]
         assert whole["requests"] > 0 and whole["failed"] == 0, "no request may fail while the cap moves"

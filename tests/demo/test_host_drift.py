@@ -4,7 +4,7 @@ the machine kept its speed between them, and the demo says so when it did not.""
 from __future__ import annotations
 
 import pytest
-from governor_dev.demo import DRIFT_BOUND, host_drift, score
+from governor_dev.demo import DRIFT_BOUND, PassResult, Tick, held_throughout, host_drift, score
 from governor_dev.demoview import drift_line
 from governor_dev.loadgen import RequestRecord
 
@@ -36,3 +36,16 @@ def test_a_drift_past_the_bound_is_named_and_one_within_it_is_not() -> None:
     assert "measures the machine as much as the law" in beyond and "×1.80" in beyond
     assert "measures the machine as much as the law" in faster
     assert "too little" in drift_line("light", None)
+
+
+def test_a_phase_in_which_the_cap_moved_is_no_control() -> None:
+    moved = PassResult("governed", True, ticks=[tick(0.5, 64), tick(1.5, 51), tick(6.0, 38, "heavy")])
+    kept = PassResult("static", False, ticks=[tick(0.5, 64), tick(1.5, 64), tick(6.0, 64, "heavy")])
+    assert held_throughout(kept, "light", 64) and not held_throughout(moved, "light", 64)
+    assert not held_throughout(kept, "probe", 64), "a phase with no tick is no control"
+    assert "no control" in drift_line("light", None, held=False)
+
+
+def tick(t: float, cap: int, phase: str = "light") -> Tick:
+    return Tick(t=t, phase=phase, cap=cap, p99_s=None, smoothed_s=None, running=None, waiting=None,
+                tokens_per_s=None)  # fmt: skip

@@ -235,6 +235,8 @@ async def test_real_prometheus_reads_the_lever_models_means(prometheus_for: Conf
             if [r for r in prom.query(seen) if float(r["value"][1]) >= 16]:
                 break
             await asyncio.sleep(0.5)
+        else:
+            pytest.fail(f"Prometheus never scraped all 16 requests: {prom.query(seen)}")
         reader = PromReader(prom.url)
         snapshot = await reader.read(promql.OPERATOR, 10, 2, WANT)
         await reader.aclose()
