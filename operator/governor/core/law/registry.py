@@ -5,9 +5,9 @@
   keeps cuts above the cap that carries the arrivals and raises for a backlog past the TTFT bound, within
   the per-token cap where one is known; for an inter-token SLO the token budget goes first
   (governor.core.law.budget) (benchmarks/results/matrix/REPORT.md has both laws side by side).
-- "rules": the rule table alone (governor.core.law.decide): 14 rules, each with its measured reason; kept as a
+- "rules": the rule table alone (governor.core.law.decide): 14 rules, each with the defect it fixes; kept as a
   benchmark policy and for users who want it.
-The default by the figures (README, "The levers law"): the matrix's mean 0.86 against 0.70, at least static
+The default by the figures (README, "The law"): the matrix's mean 0.90 against 0.70, at least static
 64's attainment and goodput on the H200 at 12 and 20 ms, the inter-token SLO answered with the budget.
 """
 
