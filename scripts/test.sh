@@ -6,5 +6,6 @@ cd "$root"
 scripts/setup.sh
 bin=${GOVERNOR_VENV:-$root/.venv}/bin
 "$bin/ruff" check .
+"$bin/ruff" format --check .
 "$bin/mypy"
 exec "$bin/python" -m pytest "$@"

@@ -52,8 +52,9 @@ def _unavailable(name: str, why: str, _args: argparse.Namespace | None = None) -
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """All subcommands, or only ``only`` (then no other subcommand's module is imported)."""
-    parser = argparse.ArgumentParser(prog="governor",
-                                     description="vLLM Governor: hold vLLM inside a latency SLO.")
+    parser = argparse.ArgumentParser(
+        prog="governor", description="vLLM Governor: hold vLLM inside a latency SLO."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         if only is not None and name != only:

@@ -146,30 +146,38 @@ def build_crd() -> dict[str, Any]:
                 "shortNames": list(spec.SHORT_NAMES),
                 "categories": list(spec.CATEGORIES),
             },
-            "versions": [{
-                "name": spec.VERSION,
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": root},
-                "subresources": {
-                    "status": {},
-                    "scale": {
-                        "specReplicasPath": ".spec.replicas",
-                        "statusReplicasPath": ".status.replicas",
-                        "labelSelectorPath": ".status.selector",
+            "versions": [
+                {
+                    "name": spec.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": root},
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.replicas",
+                            "statusReplicasPath": ".status.replicas",
+                            "labelSelectorPath": ".status.selector",
+                        },
                     },
-                },
-                "additionalPrinterColumns": [
-                    column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status',
-                           "Whether all desired replicas serve"),
-                    column("Replicas", "integer", ".status.readyReplicas", "Ready replicas"),
-                    column("Cap", "integer", ".status.cap", "Live concurrency cap (max active sequences)"),
-                    column("P99", "number", ".status.smoothedP99Ms", "Smoothed latency quantile, ms"),
-                    column("SLO", "number", ".spec.slo.targetMs", "Latency target, ms"),
-                    column("Mode", "string", ".status.mode", "Control mode"),
-                    column("Age", "date", ".metadata.creationTimestamp", ""),
-                ],
-            }],
+                    "additionalPrinterColumns": [
+                        column(
+                            "Ready",
+                            "string",
+                            '.status.conditions[?(@.type=="Ready")].status',
+                            "Whether all desired replicas serve",
+                        ),
+                        column("Replicas", "integer", ".status.readyReplicas", "Ready replicas"),
+                        column(
+                            "Cap", "integer", ".status.cap", "Live concurrency cap (max active sequences)"
+                        ),
+                        column("P99", "number", ".status.smoothedP99Ms", "Smoothed latency quantile, ms"),
+                        column("SLO", "number", ".spec.slo.targetMs", "Latency target, ms"),
+                        column("Mode", "string", ".status.mode", "Control mode"),
+                        column("Age", "date", ".metadata.creationTimestamp", ""),
+                    ],
+                }
+            ],
         },
     }
 

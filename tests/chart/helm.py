@@ -42,7 +42,11 @@ class InstallFailed(Exception):
 def _run(values_json: str) -> dict[str, Any]:
     result = subprocess.run(
         [sys.executable, "-m", "tests.chart.helm_emulator", str(CHART), values_json],
-        capture_output=True, text=True, timeout=180, cwd=ROOT, check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        check=False,
         env={**os.environ, "HELM_DRIVER": "memory"},
     )
     try:

@@ -33,23 +33,27 @@ CUSTOM_RESOURCES = {
 
 
 def _kubeconfig(url: str) -> str:
-    return yaml.safe_dump({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "emulator", "cluster": {"server": url}}],
-        "users": [{"name": "tester", "user": {"token": "unused"}}],
-        "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "tester"}}],
-        "current-context": "emulator",
-    })
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "emulator", "cluster": {"server": url}}],
+            "users": [{"name": "tester", "user": {"token": "unused"}}],
+            "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "tester"}}],
+            "current-context": "emulator",
+        }
+    )
 
 
 async def install(chart: str, values: dict[str, Any], namespace: str) -> dict[str, Any]:
     async with kmock.KubernetesEmulator() as api, kmock.Server(api) as server:
         api.resources.load_bundled()
         for path, kind in CUSTOM_RESOURCES.items():
-            api.resources[path] = kmock.ResourceInfo(kind=kind, namespaced=True,
-                                                     verbs={"get", "list", "watch", "create", "patch",
-                                                            "update", "delete"})
+            api.resources[path] = kmock.ResourceInfo(
+                kind=kind,
+                namespaced=True,
+                verbs={"get", "list", "watch", "create", "patch", "update", "delete"},
+            )
 
         async def core_v1(request: kmock.Request) -> Any:
             listing: dict[str, Any] = dict(await api._serve_version(request))  # type: ignore[arg-type]
@@ -57,11 +61,13 @@ async def install(chart: str, values: dict[str, Any], namespace: str) -> dict[st
             return listing
 
         api["get", re.compile(r"^/api/v1$")] << core_v1
-        config = helm_sdkpy.Configuration(namespace=namespace,
-                                          kubeconfig=_kubeconfig(str(server.url).rstrip("/")))
+        config = helm_sdkpy.Configuration(
+            namespace=namespace, kubeconfig=_kubeconfig(str(server.url).rstrip("/"))
+        )
         lint = await helm_sdkpy.Lint(config).run(chart)
-        release = await helm_sdkpy.Install(config).run("governor", chart, values=values or None, wait=False,
-                                                       timeout=60, create_namespace=False)
+        release = await helm_sdkpy.Install(config).run(
+            "governor", chart, values=values or None, wait=False, timeout=60, create_namespace=False
+        )
         objects = [request.data for request in api if request.method == kmock.method.POST]
         return {"lint": lint, "manifest": release.get("manifest", ""), "objects": objects}
 

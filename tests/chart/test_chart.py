@@ -27,11 +27,22 @@ def test_helm_lint_finds_no_warning_or_error() -> None:
 def test_install_creates_crd_first_then_every_part() -> None:
     kinds = install().kinds()
     assert kinds[0] == "CustomResourceDefinition"
-    assert sorted(kinds) == sorted([
-        "CustomResourceDefinition", "ServiceAccount", "Secret", "ConfigMap", "ClusterRole",
-        "ClusterRoleBinding", "Service", "Service", "Deployment", "PrometheusRule", "ServiceMonitor",
-        "NetworkPolicy",
-    ])
+    assert sorted(kinds) == sorted(
+        [
+            "CustomResourceDefinition",
+            "ServiceAccount",
+            "Secret",
+            "ConfigMap",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Service",
+            "Service",
+            "Deployment",
+            "PrometheusRule",
+            "ServiceMonitor",
+            "NetworkPolicy",
+        ]
+    )
 
 
 def test_the_installed_crd_is_the_repository_crd() -> None:
@@ -52,8 +63,13 @@ def test_operator_runs_non_root_read_only_with_probes_and_resources() -> None:
     (container,) = pod["containers"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"] == {
-        "allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "capabilities": {"drop": ["ALL"]},
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
@@ -80,8 +96,10 @@ def test_webhook_token_secret_is_generated_and_mounted() -> None:
     secret = release.one("Secret", "-webhook")
     assert len(secret["data"]["token"]) > 40
     volumes = release.one("Deployment")["spec"]["template"]["spec"]["volumes"]
-    assert {"name": "webhook-token", "secret": {"secretName": secret["metadata"]["name"],
-                                                "items": [{"key": "token", "path": "token"}]}} in volumes
+    assert {
+        "name": "webhook-token",
+        "secret": {"secretName": secret["metadata"]["name"], "items": [{"key": "token", "path": "token"}]},
+    } in volumes
 
 
 def test_an_existing_secret_replaces_the_generated_one() -> None:
@@ -115,14 +133,20 @@ def test_prometheusrule_with_default_values_is_the_plain_rules_file() -> None:
 
 
 def test_prometheusrule_follows_the_slo_values(tmp_path: Path) -> None:
-    settings = alerts.AlertSettings(slo_latency="ttft", slo_threshold_seconds="0.5", slo_objective="0.995",
-                                    queue_time_p95_seconds="1", queue_saturated_for="2m")
+    settings = alerts.AlertSettings(
+        slo_latency="ttft",
+        slo_threshold_seconds="0.5",
+        slo_objective="0.995",
+        queue_time_p95_seconds="1",
+        queue_saturated_for="2m",
+    )
     rule = install({"alerts": alerts.helm_values(settings)}).one("PrometheusRule")
     assert rule["spec"] == yaml.safe_load(alerts.rules_file(settings))
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump(rule["spec"]))
-    check = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True,
-                           check=False, timeout=60)
+    check = subprocess.run(
+        ["promtool", "check", "rules", str(path)], capture_output=True, text=True, check=False, timeout=60
+    )
     assert check.returncode == 0, check.stdout + check.stderr
 
 

@@ -46,8 +46,9 @@ def kopf_grants(*, clusterwide: bool) -> set[Grant]:
 
 
 def code_grants(*, clusterwide: bool) -> set[Grant]:
-    adapter = {(group, resource, verb)
-               for (group, resource), verbs in kube.PERMISSIONS.items() for verb in verbs}
+    adapter = {
+        (group, resource, verb) for (group, resource), verbs in kube.PERMISSIONS.items() for verb in verbs
+    }
     return adapter | kopf_grants(clusterwide=clusterwide)
 
 

@@ -26,8 +26,14 @@ def scrape(
     path.record(
         t,
         path.series(
-            queue_buckets=buckets, running=running, waiting=waiting, runtime_cap=16.0, cap=16.0, floor=1.0,
-            p99_smoothed=0.02, slo_s=0.025,
+            queue_buckets=buckets,
+            running=running,
+            waiting=waiting,
+            runtime_cap=16.0,
+            cap=16.0,
+            floor=1.0,
+            p99_smoothed=0.02,
+            slo_s=0.025,
         ),
     )
 

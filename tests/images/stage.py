@@ -75,15 +75,23 @@ def replay(stage: list[Instruction], scratch: Path, paths: PathMap) -> Path:
                 target = context / dest / Path(source).name if dest.endswith("/") else context / dest
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if (ROOT / source).is_dir():
-                    shutil.copytree(ROOT / source, target,
-                                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                    shutil.copytree(
+                        ROOT / source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+                    )
                 else:
                     shutil.copy2(ROOT / source, target)
         elif instruction.cmd == "RUN":
             (command,) = instruction.value
             command = paths.map(command)
             # Docker's default shell form.
-            result = subprocess.run(["/bin/sh", "-c", command], cwd=context, env=env,
-                                    capture_output=True, text=True, timeout=600, check=False)
+            result = subprocess.run(
+                ["/bin/sh", "-c", command],
+                cwd=context,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
             assert result.returncode == 0, f"RUN {command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return context

@@ -23,10 +23,17 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 SYSTEM_PATH = "/usr/bin:/bin"  # no docker or podman there on the test machine (checked below)
 
 
-def _run(*args: str, script: Path = SCRIPT, path: str = SYSTEM_PATH,
-         **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=60,
-                          check=False, env={"PATH": path, "HOME": os.environ.get("HOME", "/tmp"), **env})
+def _run(
+    *args: str, script: Path = SCRIPT, path: str = SYSTEM_PATH, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": path, "HOME": os.environ.get("HOME", "/tmp"), **env},
+    )
 
 
 def _commands(stdout: str) -> list[list[str]]:
@@ -42,29 +49,71 @@ def test_dry_run_prints_both_builds_from_the_repository_root_and_no_push() -> No
     result = _run("--dry-run", "registry.example.com/ml/", "1.2.3")
     assert result.returncode == 0, result.stderr
     assert _commands(result.stdout) == [
-        ["docker", "build", "-f", "operator/Dockerfile", "-t",
-         "registry.example.com/ml/vllm-governor-operator:1.2.3", "."],
-        ["docker", "build", "-f", "runtime/Dockerfile", "-t",
-         "registry.example.com/ml/vllm-governor-runtime:1.2.3", "."],
+        [
+            "docker",
+            "build",
+            "-f",
+            "operator/Dockerfile",
+            "-t",
+            "registry.example.com/ml/vllm-governor-operator:1.2.3",
+            ".",
+        ],
+        [
+            "docker",
+            "build",
+            "-f",
+            "runtime/Dockerfile",
+            "-t",
+            "registry.example.com/ml/vllm-governor-runtime:1.2.3",
+            ".",
+        ],
     ]
     assert "image: registry.example.com/ml/vllm-governor-runtime:1.2.3" in result.stdout
 
 
 def test_dry_run_passes_base_images_and_push_and_only() -> None:
     pinned = "python:3.11-slim-bookworm@sha256:" + "a" * 64
-    result = _run("--dry-run", "--push", "--only", "operator", "--python-image", pinned,
-                  "ghcr.io/alice", "2.0", CONTAINER_TOOL="podman")
+    result = _run(
+        "--dry-run",
+        "--push",
+        "--only",
+        "operator",
+        "--python-image",
+        pinned,
+        "ghcr.io/alice",
+        "2.0",
+        CONTAINER_TOOL="podman",
+    )
     assert result.returncode == 0, result.stderr
     assert _commands(result.stdout) == [
-        ["podman", "build", "-f", "operator/Dockerfile", "-t", "ghcr.io/alice/vllm-governor-operator:2.0",
-         "--build-arg", f"PYTHON_IMAGE={pinned}", "."],
+        [
+            "podman",
+            "build",
+            "-f",
+            "operator/Dockerfile",
+            "-t",
+            "ghcr.io/alice/vllm-governor-operator:2.0",
+            "--build-arg",
+            f"PYTHON_IMAGE={pinned}",
+            ".",
+        ],
         ["podman", "push", "ghcr.io/alice/vllm-governor-operator:2.0"],
     ]
-    runtime = _run("--dry-run", "--only", "runtime", "--vllm-image", "vllm/vllm-openai:v0.33.0",
-                   "r.io/x", "3")
+    runtime = _run(
+        "--dry-run", "--only", "runtime", "--vllm-image", "vllm/vllm-openai:v0.33.0", "r.io/x", "3"
+    )
     assert _commands(runtime.stdout) == [
-        ["docker", "build", "-f", "runtime/Dockerfile", "-t", "r.io/x/vllm-governor-runtime:3",
-         "--build-arg", "VLLM_IMAGE=vllm/vllm-openai:v0.33.0", "."],
+        [
+            "docker",
+            "build",
+            "-f",
+            "runtime/Dockerfile",
+            "-t",
+            "r.io/x/vllm-governor-runtime:3",
+            "--build-arg",
+            "VLLM_IMAGE=vllm/vllm-openai:v0.33.0",
+            ".",
+        ],
     ]
 
 
@@ -82,8 +131,9 @@ def _set_flags(stdout: str) -> dict[str, Any]:
 def test_the_printed_helm_flags_make_the_chart_run_the_built_operator_image() -> None:
     result = _run("--dry-run", "registry.example.com:5000/team", "1.2.3")
     values = _set_flags(result.stdout)
-    assert values == {"image": {"repository": "registry.example.com:5000/team/vllm-governor-operator",
-                                "tag": "1.2.3"}}
+    assert values == {
+        "image": {"repository": "registry.example.com:5000/team/vllm-governor-operator", "tag": "1.2.3"}
+    }
     (container,) = install(values).one("Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "registry.example.com:5000/team/vllm-governor-operator:1.2.3"
 
@@ -119,15 +169,18 @@ def test_a_failed_build_stops_the_script(tmp_path: Path) -> None:
     assert "helm install" not in result.stdout
 
 
-@pytest.mark.parametrize(("args", "complaint"), [
-    (["r.io/x"], "neither docker nor podman"),
-    (["--dry-run", "Registry.io/X"], "is not a registry"),
-    (["--dry-run", "r.io/x:1.0"], "is not a registry"),
-    (["--dry-run", "r.io/x", "bad tag"], "is not a valid image tag"),
-    (["--dry-run", "--only", "twin", "r.io/x"], "--only takes operator or runtime"),
-    (["--dry-run", "--frobnicate", "r.io/x"], "unknown option --frobnicate"),
-    (["--dry-run"], "usage:"),
-])
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["r.io/x"], "neither docker nor podman"),
+        (["--dry-run", "Registry.io/X"], "is not a registry"),
+        (["--dry-run", "r.io/x:1.0"], "is not a registry"),
+        (["--dry-run", "r.io/x", "bad tag"], "is not a valid image tag"),
+        (["--dry-run", "--only", "twin", "r.io/x"], "--only takes operator or runtime"),
+        (["--dry-run", "--frobnicate", "r.io/x"], "unknown option --frobnicate"),
+        (["--dry-run"], "usage:"),
+    ],
+)
 def test_bad_arguments_are_refused(args: list[str], complaint: str) -> None:
     result = _run(*args)
     assert result.returncode == 2
@@ -135,11 +188,18 @@ def test_bad_arguments_are_refused(args: list[str], complaint: str) -> None:
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {"PATH": SYSTEM_PATH, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
-                          env=env, timeout=30).stdout.strip()
+    env = {
+        "PATH": SYSTEM_PATH,
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=env, timeout=30
+    ).stdout.strip()
 
 
 def _default_tag(script: Path) -> str:

@@ -37,8 +37,13 @@ def _hadolint() -> str:
 
 @pytest.mark.parametrize("path", [OPERATOR, RUNTIME], ids=["operator", "runtime"])
 def test_dockerfile_is_hadolint_clean_and_every_ignore_says_why(path: Path) -> None:
-    result = subprocess.run([_hadolint(), "--no-color", "--format", "json", str(path)],
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [_hadolint(), "--no-color", "--format", "json", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr  # a parse error also lands here
     assert json.loads(result.stdout or "[]") == []
     for line in path.read_text().splitlines():
@@ -140,8 +145,11 @@ def _free_port() -> int:
 
 
 def _snapshot(tree: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(tree)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in tree.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(tree)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in tree.rglob("*")
+        if p.is_file()
+    }
 
 
 @dataclass(frozen=True)
@@ -164,7 +172,10 @@ def started_operator(operator_image: OperatorImage, tmp_path: Path) -> Iterator[
     nowhere = _free_port()
     process = subprocess.Popen(
         [*container["command"], *container["args"], f"--server=http://127.0.0.1:{nowhere}"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         yield Started(process, ports)
@@ -190,7 +201,8 @@ def _get(url: str, process: subprocess.Popen[str]) -> tuple[int, str]:
 
 
 def test_the_charts_container_starts_and_writes_nothing_into_the_image(
-    operator_image: OperatorImage, started_operator: Started,
+    operator_image: OperatorImage,
+    started_operator: Started,
 ) -> None:
     process, ports = started_operator.process, started_operator.ports
     assert _get(f"http://127.0.0.1:{ports['probes']}/healthz", process)[0] == 200  # the chart's probes

@@ -108,13 +108,33 @@ def test_a_verdict_stands_while_the_fits_relearn() -> None:
     d = LAWS["levers"](relearning, Observation(now_s=1e4, p99_s=0.02, running=64.0, waiting=3.0), cfg)
     assert (d.cap, d.reason, d.replica_wish) == (relearning.cap, "infeasible", 0), d.detail
 
-    live = {"metadata": {"generation": 1}, "status": {"conditions": [
-        {"type": "CapEffective", "status": "False", "reason": "SLOInfeasible", "message": last.detail}]}}
-    quiet = Decision(cap=d.cap, reason="cooldown", detail="cooling down", mode="normal", replica_wish=0,
-                     state=d.state, previous_cap=d.cap)
+    live = {
+        "metadata": {"generation": 1},
+        "status": {
+            "conditions": [
+                {"type": "CapEffective", "status": "False", "reason": "SLOInfeasible", "message": last.detail}
+            ]
+        },
+    }
+    quiet = Decision(
+        cap=d.cap,
+        reason="cooldown",
+        detail="cooling down",
+        mode="normal",
+        replica_wish=0,
+        state=d.state,
+        previous_cap=d.cap,
+    )
     after = status_builders.loop_status(
-        live, decision=quiet, cfg=cfg, ceiling=64, observed_p99_s=0.02, metrics=(True, "Fresh", ""),
-        held_cap=d.cap, desired_replicas=None, now="2026-12-01T00:00:00Z",
+        live,
+        decision=quiet,
+        cfg=cfg,
+        ceiling=64,
+        observed_p99_s=0.02,
+        metrics=(True, "Fresh", ""),
+        held_cap=d.cap,
+        desired_replicas=None,
+        now="2026-12-01T00:00:00Z",
     )
     assert status_builders.condition_flip(live["status"], after, "CapEffective") is None  # no flap
     kept = next(c for c in after["conditions"] if c["type"] == "CapEffective")

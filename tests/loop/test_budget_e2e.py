@@ -55,8 +55,10 @@ async def test_an_inter_token_slo_broken_by_long_prompts_is_met_with_the_budget_
         gov.law = LAWS["levers"]
         reports = await run_until(
             gov,
-            lambda rs: len(rs) > 20
-            and all((r.decision.state.p99_smoothed or math.inf) <= cfg.band_high * slo for r in rs[-4:]),
+            lambda rs: (
+                len(rs) > 20
+                and all((r.decision.state.p99_smoothed or math.inf) <= cfg.band_high * slo for r in rs[-4:])
+            ),
             ticks=80,
         )
         await gov.aclose()

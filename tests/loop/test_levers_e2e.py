@@ -40,11 +40,13 @@ async def test_a_target_no_cap_reaches_is_named_and_the_cap_is_not_walked_to_the
             gov, lambda rs: sum(r.decision.reason in VERDICTS for r in rs) >= 12, ticks=70
         )
         await gov.aclose()
-    trail = [(r.decision.cap, r.decision.reason, round((r.decision.state.p99_smoothed or 0) * 1e3, 2))
-             for r in reports]
+    trail = [
+        (r.decision.cap, r.decision.reason, round((r.decision.state.p99_smoothed or 0) * 1e3, 2))
+        for r in reports
+    ]
     verdicts = [i for i, r in enumerate(reports) if r.decision.reason in VERDICTS]
     assert verdicts, f"no verdict at {slo * 1e3:.2f} ms (one sequence: {alone * 1e3:.2f} ms): {trail}"
-    after = [r.decision.cap for r in reports[verdicts[0]:]]
+    after = [r.decision.cap for r in reports[verdicts[0] :]]
     assert all(b >= a for a, b in itertools.pairwise(after)), f"cut after the verdict: {trail}"
     # Before the verdict the table's bounded exploratory cuts are how the fit learns the slope; after it
     # the cap does not stay at the floor.
@@ -53,8 +55,14 @@ async def test_a_target_no_cap_reaches_is_named_and_the_cap_is_not_walked_to_the
 
     last = reports[verdicts[-1]].decision
     status = status_builders.loop_status(
-        {"metadata": {"generation": 1}, "status": {}}, decision=last, cfg=gov.cfg, ceiling=engine.ceiling,
-        observed_p99_s=None, metrics=(True, "Fresh", ""), held_cap=last.cap, desired_replicas=None,
+        {"metadata": {"generation": 1}, "status": {}},
+        decision=last,
+        cfg=gov.cfg,
+        ceiling=engine.ceiling,
+        observed_p99_s=None,
+        metrics=(True, "Fresh", ""),
+        held_cap=last.cap,
+        desired_replicas=None,
         now="2026-12-01T00:00:00Z",
     )
     condition = next(c for c in status["conditions"] if c["type"] == "CapEffective")

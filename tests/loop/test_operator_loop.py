@@ -171,8 +171,9 @@ async def test_at_the_floor_and_still_missing_the_law_asks_the_planner_for_a_rep
         # The replica may come before the floor: the demand rule (governor.core.demand) asks as soon as the
         # arrivals outrun what the cap serves. The law goes on to the floor either way.
         await eventually(
-            lambda: (c.get(ISVC, ns, NAME) or {})["spec"].get("replicas") == 2
-            and status(c, ns).get("cap") == 2,
+            lambda: (
+                (c.get(ISVC, ns, NAME) or {})["spec"].get("replicas") == 2 and status(c, ns).get("cap") == 2
+            ),
             timeout=60,
             what="spec.replicas 1 -> 2 and the cap at its floor",
         )

@@ -22,8 +22,11 @@ import yaml
 from tests.support.engine import free_port
 from tests.support.prometheus import PrometheusServer
 
-ALERTMANAGER = (shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-                or "/usr/bin/prometheus-alertmanager")
+ALERTMANAGER = (
+    shutil.which("prometheus-alertmanager")
+    or shutil.which("alertmanager")
+    or "/usr/bin/prometheus-alertmanager"
+)
 
 
 class RulesPrometheus(PrometheusServer):
@@ -34,8 +37,11 @@ class RulesPrometheus(PrometheusServer):
 
     def _write(self) -> None:
         config: dict[str, Any] = {
-            "global": {"scrape_interval": self.interval, "evaluation_interval": self.interval,
-                       "scrape_timeout": self.interval},
+            "global": {
+                "scrape_interval": self.interval,
+                "evaluation_interval": self.interval,
+                "scrape_timeout": self.interval,
+            },
             "rule_files": [str(p) for p in self.rule_files],
             "scrape_configs": self.scrape_configs,
         }
@@ -56,10 +62,17 @@ def running_alertmanager(workdir: Path, config: dict[str, Any]) -> Iterator[str]
     (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     log = (workdir / "alertmanager.log").open("ab")
     process = subprocess.Popen(
-        [ALERTMANAGER, f"--config.file={workdir / 'alertmanager.yml'}", f"--storage.path={workdir / 'am'}",
-         f"--web.listen-address=127.0.0.1:{port}", f"--cluster.listen-address=127.0.0.1:{cluster_port}",
-         "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            ALERTMANAGER,
+            f"--config.file={workdir / 'alertmanager.yml'}",
+            f"--storage.path={workdir / 'am'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--cluster.listen-address=127.0.0.1:{cluster_port}",
+            "--log.level=warn",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     log.close()
     try:

@@ -45,15 +45,18 @@ def _load(engine: Engine, stop: threading.Event) -> None:
 
 
 @pytest.fixture(scope="module")
-def populated(engine: Engine, operator_endpoint: str, tmp_path_factory: pytest.TempPathFactory
-              ) -> Iterator[RulesPrometheus]:
+def populated(
+    engine: Engine, operator_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RulesPrometheus]:
     workdir = tmp_path_factory.mktemp("dashboard-prometheus")
     rules = workdir / "rules.yaml"
     rules.write_text(alerts.rules_file())
     server = RulesPrometheus(workdir, [rules])
     server.scrape_configs = scrape.static_scrape_configs(
-        engine_targets=[engine.base_url.removeprefix("http://")], operator_targets=[operator_endpoint],
-        namespace=NAMESPACE, inferenceservice=ISVC,
+        engine_targets=[engine.base_url.removeprefix("http://")],
+        operator_targets=[operator_endpoint],
+        namespace=NAMESPACE,
+        inferenceservice=ISVC,
     )
     server._write()
     # What the operator exports while it governs ai/chat.
@@ -78,8 +81,15 @@ def populated(engine: Engine, operator_endpoint: str, tmp_path_factory: pytest.T
         stop.set()
         loader.join(60)
         server.stop()
-        for gauge in (opmetrics.CEILING, opmetrics.CAP_FLOOR, opmetrics.CAP, opmetrics.SLO_TARGET,
-                      opmetrics.P99, opmetrics.P99_SMOOTHED, opmetrics.DESIRED_REPLICAS):
+        for gauge in (
+            opmetrics.CEILING,
+            opmetrics.CAP_FLOOR,
+            opmetrics.CAP,
+            opmetrics.SLO_TARGET,
+            opmetrics.P99,
+            opmetrics.P99_SMOOTHED,
+            opmetrics.DESIRED_REPLICAS,
+        ):
             gauge.remove(NAMESPACE, ISVC)
 
 
@@ -114,8 +124,11 @@ def test_every_dashboard_expression_returns_data(populated: RulesPrometheus) -> 
 
 def test_series_carry_the_label_convention(populated: RulesPrometheus) -> None:
     for metric in ("vllm:num_requests_running", "vllm_governor:max_num_active_seqs", "governor_cap"):
-        (series,) = populated.query(f"{metric}{{{queries.DASHBOARD_SELECTOR}}}".replace(
-            "$namespace", NAMESPACE).replace("$inferenceservice", ISVC))[:1]
+        (series,) = populated.query(
+            f"{metric}{{{queries.DASHBOARD_SELECTOR}}}".replace("$namespace", NAMESPACE).replace(
+                "$inferenceservice", ISVC
+            )
+        )[:1]
         assert series["metric"]["namespace"] == NAMESPACE
         assert series["metric"]["inferenceservice"] == ISVC
 

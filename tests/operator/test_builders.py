@@ -24,8 +24,12 @@ TOKEN = "test-token"
 
 def _children(example: str, monitoring_api: bool) -> list[dict[str, Any]]:
     isvc = parse_spec(yaml.safe_load((ROOT / "examples" / example).read_text())["spec"])
-    return [builders.build_admin_secret(OWNER, TOKEN), *builders.build_children(
-        OWNER, isvc, admin_token_hash=builders.token_hash(TOKEN), monitoring_api=monitoring_api)]
+    return [
+        builders.build_admin_secret(OWNER, TOKEN),
+        *builders.build_children(
+            OWNER, isvc, admin_token_hash=builders.token_hash(TOKEN), monitoring_api=monitoring_api
+        ),
+    ]
 
 
 @pytest.mark.parametrize(("example", "monitoring_api"), [("minimal.yaml", False), ("full.yaml", True)])
@@ -68,8 +72,14 @@ def test_deployment_carries_the_contract() -> None:
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
     assert pod["tolerations"][0] == {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     assert "prometheus.io/scrape" not in deployment["spec"]["template"]["metadata"]["annotations"]
-    assert set(children) == {"Secret", "Service", "PodDisruptionBudget", "NetworkPolicy", "Deployment",
-                             "PodMonitor"}
+    assert set(children) == {
+        "Secret",
+        "Service",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "Deployment",
+        "PodMonitor",
+    }
     for child in children.values():
         assert child["metadata"]["ownerReferences"][0]["uid"] == OWNER.uid
         assert child["metadata"]["labels"][builders.LABEL_OWNER] == "llama-8b"
@@ -102,8 +112,9 @@ def test_builders_are_pure() -> None:
 
 def _policy(network_policy: dict[str, Any], operator_namespace: str | None = None) -> dict[str, Any]:
     isvc = parse_spec({"model": "m", "networkPolicy": network_policy})
-    children = builders.build_children(OWNER, isvc, admin_token_hash="h", monitoring_api=False,
-                                       operator_namespace=operator_namespace)
+    children = builders.build_children(
+        OWNER, isvc, admin_token_hash="h", monitoring_api=False, operator_namespace=operator_namespace
+    )
     policies = [c for c in children if c["kind"] == "NetworkPolicy"]
     assert len(policies) <= 1
     if policies:
@@ -122,21 +133,29 @@ def test_network_policy_without_clients_opens_only_the_serving_port() -> None:
 
 
 def test_network_policy_with_clients_admits_them_the_operator_and_the_scrapers_only() -> None:
-    policy = _policy({"clients": [{"podLabels": {"app": "gateway"}}, {"cidr": "10.0.0.0/8"}],
-                      "scrapers": [{"namespaceLabels": {"name": "monitoring"}}]},
-                     operator_namespace="governor-system")
+    policy = _policy(
+        {
+            "clients": [{"podLabels": {"app": "gateway"}}, {"cidr": "10.0.0.0/8"}],
+            "scrapers": [{"namespaceLabels": {"name": "monitoring"}}],
+        },
+        operator_namespace="governor-system",
+    )
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
     assert rule["from"] == [
         {"podSelector": {"matchLabels": {"app": "gateway"}}},
         {"ipBlock": {"cidr": "10.0.0.0/8"}},
-        {"podSelector": {"matchLabels": {"governor.vllm.ai/role": "operator"}},
-         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "governor-system"}}},
+        {
+            "podSelector": {"matchLabels": {"governor.vllm.ai/role": "operator"}},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "governor-system"}},
+        },
         {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}},
     ]
     default_scrapers = _policy({"clients": [{"podLabels": {"app": "gateway"}}]})["spec"]["ingress"][0]["from"]
-    assert default_scrapers[-1] == {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
-                                    "namespaceSelector": {"matchLabels": {}}}
+    assert default_scrapers[-1] == {
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        "namespaceSelector": {"matchLabels": {}},
+    }
     assert default_scrapers[-2]["namespaceSelector"] == {}  # operator namespace unknown: any namespace
 
 
@@ -156,5 +175,6 @@ def test_cpu_limit_only_when_asked() -> None:
         isvc = parse_spec({"model": "m", "resources": resources})
         deployment = builders.build_deployment(OWNER, isvc, admin_token_hash="h", pod_monitor=False)
         return dict(deployment["spec"]["template"]["spec"]["containers"][0]["resources"].get("limits", {}))
+
     assert "cpu" not in limits({"cpu": "8"})
     assert limits({"cpu": "8", "cpuLimit": "12"})["cpu"] == "12"

@@ -20,9 +20,13 @@ NAMESPACE = "kube-client"
 
 
 def _secret(name: str, token: str) -> dict[str, object]:
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "test"}},
-            "stringData": {"token": token}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "test"}},
+        "stringData": {"token": token},
+    }
 
 
 async def test_an_unconnected_client_refuses_and_the_table_still_binds() -> None:
@@ -94,18 +98,25 @@ def _fast(emulator: FaultyEmulator, **options: float) -> Kube:
 async def test_reads_and_writes_are_retried_through_500s(faulty: FaultyEmulator) -> None:
     async with _fast(faulty) as client:
         fault = faulty.inject(Fault(effect="error", on=ALL, every=2))  # each 2nd request answers 500
-        service = {"apiVersion": "v1", "kind": "Service",
-                   "metadata": {"name": "retried", "namespace": NAMESPACE, "labels": {"app": "test"}},
-                   "spec": {"ports": [{"name": "http", "port": 80}]}}
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "retried", "namespace": NAMESPACE, "labels": {"app": "test"}},
+            "spec": {"ports": [{"name": "http", "port": 80}]},
+        }
         assert (await client.ensure(service)).action == "created"
         assert (await client.ensure(service)).action == "unchanged"
-        patched = await client.merge_patch("v1", "Service", NAMESPACE, "retried",
-                                           {"metadata": {"labels": {"app": "other"}}})
+        patched = await client.merge_patch(
+            "v1", "Service", NAMESPACE, "retried", {"metadata": {"labels": {"app": "other"}}}
+        )
         assert patched["metadata"]["labels"]["app"] == "other"
         assert fault.injected >= 3  # the 500s were served, and each was retried
         assert len(events_of(faulty, "create")) == 2  # the create answered 500, then its retry
-        services = [key for key, obj in faulty.objects.items()
-                    if key[1:] == (NAMESPACE, "retried") and not obj.deleted]
+        services = [
+            key
+            for key, obj in faulty.objects.items()
+            if key[1:] == (NAMESPACE, "retried") and not obj.deleted
+        ]
         assert len(services) == 1
 
 
@@ -148,8 +159,9 @@ async def test_a_409_is_not_retried_blindly_but_a_spurious_one_on_create_is(faul
         assert fault.injected == 1
         faulty.inject(Fault(effect="conflict", on={"patch"}))
         with pytest.raises(Conflict):
-            await client.merge_patch("v1", "Secret", NAMESPACE, "conflicted",
-                                     {"metadata": {"labels": {"a": "b"}}})
+            await client.merge_patch(
+                "v1", "Secret", NAMESPACE, "conflicted", {"metadata": {"labels": {"a": "b"}}}
+            )
 
 
 def test_the_default_timeout_is_short() -> None:

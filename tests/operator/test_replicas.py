@@ -24,9 +24,15 @@ from tests.support.kube_faults import HARNESS_AGENT, Fault, FaultyEmulator
 T0 = 1_767_225_600.0  # 2026-01-01, wall clock
 UP_S, DOWN_S = 60, 300
 SPEC: dict[str, Any] = {
-    "model": "meta-llama/Llama-3.1-8B-Instruct", "resources": {"gpu": {"type": "H200"}},
-    "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 5,
-                    "scaleUpCooldownSeconds": UP_S, "scaleDownCooldownSeconds": DOWN_S},
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "resources": {"gpu": {"type": "H200"}},
+    "autoscaling": {
+        "enabled": True,
+        "minReplicas": 1,
+        "maxReplicas": 5,
+        "scaleUpCooldownSeconds": UP_S,
+        "scaleDownCooldownSeconds": DOWN_S,
+    },
 }
 _namespaces = itertools.count(1)
 
@@ -53,8 +59,9 @@ async def kube(emulator: FaultyEmulator) -> AsyncIterator[Kube]:
         yield client
 
 
-async def _user(emulator: FaultyEmulator, method: str, path: str, body: Any,
-                content: str = "application/merge-patch+json") -> None:
+async def _user(
+    emulator: FaultyEmulator, method: str, path: str, body: Any, content: str = "application/merge-patch+json"
+) -> None:
     headers = {"Content-Type": content, "User-Agent": HARNESS_AGENT}
     async with emulator.request(method, path, json=body, headers=headers) as response:
         assert response.status < 400, await response.text()
@@ -62,10 +69,19 @@ async def _user(emulator: FaultyEmulator, method: str, path: str, body: Any,
 
 async def _isvc(emulator: FaultyEmulator, annotations: dict[str, str] | None = None) -> str:
     ns = f"replicas-{next(_namespaces)}"
-    body = {"apiVersion": "governor.vllm.ai/v1alpha1", "kind": "InferenceService",
-            "metadata": {"name": "chat", "namespace": ns, "annotations": annotations or {}}, "spec": SPEC}
-    await _user(emulator, "POST", f"/apis/governor.vllm.ai/v1alpha1/namespaces/{ns}/inferenceservices",
-                body, "application/json")
+    body = {
+        "apiVersion": "governor.vllm.ai/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": "chat", "namespace": ns, "annotations": annotations or {}},
+        "spec": SPEC,
+    }
+    await _user(
+        emulator,
+        "POST",
+        f"/apis/governor.vllm.ai/v1alpha1/namespaces/{ns}/inferenceservices",
+        body,
+        "application/json",
+    )
     return ns
 
 
@@ -95,7 +111,11 @@ async def test_a_step_is_one_patch_of_the_replicas_and_the_state(
     assert write.data["spec"] == {"replicas": 2} and write.data["metadata"]["resourceVersion"]
     annotation = _object(emulator, ns)["metadata"]["annotations"][STATE_ANNOTATION]
     assert json.loads(annotation) | {"last_reason": ""} == {
-        "replicas": 2, "last_up_s": T0, "last_change_s": T0, "last_reason": ""}
+        "replicas": 2,
+        "last_up_s": T0,
+        "last_change_s": T0,
+        "last_reason": "",
+    }
     assert _replicas(emulator, ns) == 2
 
 
@@ -122,8 +142,12 @@ async def test_replicas_moved_by_the_user_are_planned_from_with_the_cooldown_kep
     ns = await _isvc(emulator)
     await ReplicaWriter(kube, Clock()).request_scale(ns, "chat", "up", "law", "at the floor")
     # kubectl scale --replicas=4, while the operator was down
-    await _user(emulator, "PATCH", f"/apis/governor.vllm.ai/v1alpha1/namespaces/{ns}/inferenceservices/chat/"
-                "scale", {"spec": {"replicas": 4}})
+    await _user(
+        emulator,
+        "PATCH",
+        f"/apis/governor.vllm.ai/v1alpha1/namespaces/{ns}/inferenceservices/chat/scale",
+        {"spec": {"replicas": 4}},
+    )
 
     restarted = ReplicaWriter(kube, clock := Clock(T0 + 10))
     up = await restarted.request_scale(ns, "chat", "up", "law", "at the floor")

@@ -25,9 +25,15 @@ def run(readings: list[Observation | None], refresh: int = REFRESH) -> tuple[lis
         decision = LAWS["rules"](state, seen, CFG)
         state = decision.state
         patch = status_builders.loop_status(
-            live, decision=decision, cfg=CFG, ceiling=64, observed_p99_s=seen.p99_s,
-            metrics=(obs is not None, "Fresh" if obs else "NoSeries", ""), held_cap=decision.cap,
-            desired_replicas=None, now=f"2026-12-01T00:00:{i:02d}Z",
+            live,
+            decision=decision,
+            cfg=CFG,
+            ceiling=64,
+            observed_p99_s=seen.p99_s,
+            metrics=(obs is not None, "Fresh" if obs else "NoSeries", ""),
+            held_cap=decision.cap,
+            desired_replicas=None,
+            now=f"2026-12-01T00:00:{i:02d}Z",
         )
         if status_builders.loop_write_due(live["status"], patch, refresh):
             live["status"] = {**live["status"], **patch}
@@ -36,8 +42,9 @@ def run(readings: list[Observation | None], refresh: int = REFRESH) -> tuple[lis
 
 
 def steady(i: int, p99: float = 0.012) -> Observation:
-    return Observation(now_s=i * CFG.tick_s, p99_s=p99 * (1 + 0.01 * (i % 3)), running=20.0, waiting=0.0,
-                       request_rate=5.0)
+    return Observation(
+        now_s=i * CFG.tick_s, p99_s=p99 * (1 + 0.01 * (i % 3)), running=20.0, waiting=0.0, request_rate=5.0
+    )
 
 
 def test_a_quiet_object_is_refreshed_every_few_ticks_not_every_tick() -> None:

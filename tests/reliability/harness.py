@@ -100,37 +100,60 @@ def child_count(emulator: FaultyEmulator) -> dict[str, int]:
     return counts
 
 
-async def write(emulator: FaultyEmulator, method: str, path: str, body: Any,
-                content: str = "application/merge-patch+json") -> dict[str, Any]:
+async def write(
+    emulator: FaultyEmulator, method: str, path: str, body: Any, content: str = "application/merge-patch+json"
+) -> dict[str, Any]:
     """What a user or the cluster's own parts (kubelet) would write (never faulted)."""
-    async with emulator.request(method, path, json=body, headers={"Content-Type": content,
-                                                                  "User-Agent": HARNESS_AGENT}) as response:
+    async with emulator.request(
+        method, path, json=body, headers={"Content-Type": content, "User-Agent": HARNESS_AGENT}
+    ) as response:
         payload: dict[str, Any] = await response.json()
         assert response.status < 400, payload
         return payload
 
 
 async def create_isvc(emulator: FaultyEmulator, name: str) -> None:
-    await write(emulator, "POST", f"/apis/governor.vllm.ai/v1alpha1/namespaces/{NS}/inferenceservices",
-                isvc(name), "application/json")
+    await write(
+        emulator,
+        "POST",
+        f"/apis/governor.vllm.ai/v1alpha1/namespaces/{NS}/inferenceservices",
+        isvc(name),
+        "application/json",
+    )
 
 
 async def pod_at_twin(emulator: FaultyEmulator, name: str, port: int) -> None:
     """The kubelet's part: the governed pod runs (it is the twin) and the token Secret holds the twin's."""
     token = base64.b64encode(TOKEN.encode()).decode()
-    await write(emulator, "PATCH", f"/api/v1/namespaces/{NS}/secrets/{name}-admin-token",
-                {"data": {builders.TOKEN_KEY: token}})
+    await write(
+        emulator,
+        "PATCH",
+        f"/api/v1/namespaces/{NS}/secrets/{name}-admin-token",
+        {"data": {builders.TOKEN_KEY: token}},
+    )
     pod = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": f"{name}-0", "namespace": NS, "labels": {builders.LABEL_OWNER: name}},
-        "spec": {"containers": [{"name": "vllm", "image": "runtime",
-                                 "ports": [{"name": "http", "containerPort": port}]}]},
+        "spec": {
+            "containers": [
+                {"name": "vllm", "image": "runtime", "ports": [{"name": "http", "containerPort": port}]}
+            ]
+        },
     }
     await write(emulator, "POST", f"/api/v1/namespaces/{NS}/pods", pod, "application/json")
-    await write(emulator, "PATCH", f"/api/v1/namespaces/{NS}/pods/{name}-0/status", {
-        "status": {"phase": "Running", "podIP": "127.0.0.1",
-                   "conditions": [{"type": "Ready", "status": "True"}]}
-    })
+    await write(
+        emulator,
+        "PATCH",
+        f"/api/v1/namespaces/{NS}/pods/{name}-0/status",
+        {
+            "status": {
+                "phase": "Running",
+                "podIP": "127.0.0.1",
+                "conditions": [{"type": "Ready", "status": "True"}],
+            }
+        },
+    )
 
 
 @dataclass

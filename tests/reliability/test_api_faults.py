@@ -65,8 +65,12 @@ def converged(emulator: FaultyEmulator, ticks_from: int) -> bool:
 @pytest.mark.parametrize("label", list(SCENARIOS))
 async def test_operator_converges_after_api_fault(label: str, twin: int, tmp_path: Path) -> None:
     scenario = SCENARIOS[label]
-    fault = Fault(**{k: getattr(scenario.fault, k) for k in
-                     ("effect", "on", "resource", "agent", "seconds", "every", "times")})  # fresh counters
+    fault = Fault(
+        **{
+            k: getattr(scenario.fault, k)
+            for k in ("effect", "on", "resource", "agent", "seconds", "every", "times")
+        }
+    )  # fresh counters
     async with faulty_emulator() as emulator:
         operator = Operator(str(emulator.url).rstrip("/"), tmp_path / "operator.log")
         await operator.start()
@@ -78,16 +82,23 @@ async def test_operator_converges_after_api_fault(label: str, twin: int, tmp_pat
                 started = time.monotonic()
                 # The user acts during the fault: a new InferenceService, an edit of the existing one.
                 await harness.create_isvc(emulator, "beta")
-                await harness.write(emulator, "PATCH",
-                                    f"/apis/governor.vllm.ai/v1alpha1/namespaces/{NS}/inferenceservices/alpha",
-                                    {"spec": {"slo": {"targetMs": 900}}})
+                await harness.write(
+                    emulator,
+                    "PATCH",
+                    f"/apis/governor.vllm.ai/v1alpha1/namespaces/{NS}/inferenceservices/alpha",
+                    {"spec": {"slo": {"targetMs": 900}}},
+                )
                 if scenario.lasts_s is not None:
                     await asyncio.sleep(scenario.lasts_s)
                     emulator.clear()
                     started = time.monotonic()
                 ticks_from = harness.ticks(emulator, "alpha")
-                await eventually(lambda: converged(emulator, ticks_from), timeout=45, interval=0.2,
-                                 what=f"convergence after: {label}")
+                await eventually(
+                    lambda: converged(emulator, ticks_from),
+                    timeout=45,
+                    interval=0.2,
+                    what=f"convergence after: {label}",
+                )
                 converge_s = time.monotonic() - started
                 emulator.clear()
             assert operator.alive, "the operator process exited"
@@ -95,11 +106,13 @@ async def test_operator_converges_after_api_fault(label: str, twin: int, tmp_pat
             counts = harness.child_count(emulator)
             duplicated = sum(n - 2 for n in counts.values() if n > 2)
             went_back = [t for t in bounds.law_ticks if 0 <= t < before_ticks]
-            print(f"\nRELIABILITY | {label} | injected {fault.injected} | converged {converge_s:.1f} s | "
-                  f"children re-created {len(lost)} | duplicated {duplicated} | "
-                  f"law went back {len(went_back)} | "
-                  f"caps outside [{harness.MIN_CAP}, {harness.CEILING}] {len(bounds.outside)} "
-                  f"of {bounds.samples} samples x2")
+            print(
+                f"\nRELIABILITY | {label} | injected {fault.injected} | converged {converge_s:.1f} s | "
+                f"children re-created {len(lost)} | duplicated {duplicated} | "
+                f"law went back {len(went_back)} | "
+                f"caps outside [{harness.MIN_CAP}, {harness.CEILING}] {len(bounds.outside)} "
+                f"of {bounds.samples} samples x2"
+            )
             assert fault.injected > 0, "the fault never hit a request"
             assert not lost, f"children re-created: {lost}"
             assert counts == {"deployments": 2, "services": 2, "poddisruptionbudgets": 2, "secrets": 2}

@@ -33,8 +33,16 @@ def peering_crd(kind: str, plural: str, scope: str) -> dict[str, Any]:
             "group": "kopf.dev",
             "scope": scope,
             "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
         },
     }
 
@@ -70,14 +78,20 @@ async def test_one_replica_acts_and_the_other_takes_over(twin: int, tmp_path: Pa
     async with faulty_emulator() as emulator:
         emulator.register_crd(peering_crd("ClusterKopfPeering", "clusterkopfpeerings", "Cluster"))
         emulator.register_crd(peering_crd("KopfPeering", "kopfpeerings", "Namespaced"))
-        await harness.write(emulator, "POST", "/apis/kopf.dev/v1/clusterkopfpeerings", {
-            "apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "governor"}},
-            "application/json")
+        await harness.write(
+            emulator,
+            "POST",
+            "/apis/kopf.dev/v1/clusterkopfpeerings",
+            {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "governor"}},
+            "application/json",
+        )
         port = emulator.url.port
-        first = Operator(f"http://127.0.0.1:{port}", tmp_path / "first.log", "--peering", "governor",
-                         "--priority", "200")
-        second = Operator(f"http://localhost:{port}", tmp_path / "second.log", "--peering", "governor",
-                          "--priority", "100")
+        first = Operator(
+            f"http://127.0.0.1:{port}", tmp_path / "first.log", "--peering", "governor", "--priority", "200"
+        )
+        second = Operator(
+            f"http://localhost:{port}", tmp_path / "second.log", "--peering", "governor", "--priority", "100"
+        )
         # One after the other, as a Deployment rolls replicas out: two operators started in the same instant
         # both act until each has seen the other's peering record (Kopf's peering is not a lock).
         await first.start()
@@ -94,16 +108,22 @@ async def test_one_replica_acts_and_the_other_takes_over(twin: int, tmp_path: Pa
 
                 await first.kill()
                 killed, mark = time.monotonic(), len(list(emulator))
-                await eventually(lambda: any("/status" in w for w in writes_by(emulator, "localhost", mark)),
-                                 timeout=LIFETIME_S + 20, interval=0.2, what="the second replica takes over")
+                await eventually(
+                    lambda: any("/status" in w for w in writes_by(emulator, "localhost", mark)),
+                    timeout=LIFETIME_S + 20,
+                    interval=0.2,
+                    what="the second replica takes over",
+                )
                 takeover_s = time.monotonic() - killed
                 ticks = harness.ticks(emulator, "alpha")
                 await eventually(lambda: harness.ticks(emulator, "alpha") >= ticks + 2, timeout=15)
-            print(f"\nRELIABILITY | first of 2 peered replicas SIGKILLed | "
-                  f"second acts after {takeover_s:.1f} s "
-                  f"(peering lifetime {LIFETIME_S} s) | children re-created "
-                  f"{sum(harness.uids(emulator, ('alpha',))[k] != v for k, v in uids.items())} | "
-                  f"caps outside bounds {len(bounds.outside)} of {bounds.samples} samples x2")
+            print(
+                f"\nRELIABILITY | first of 2 peered replicas SIGKILLed | "
+                f"second acts after {takeover_s:.1f} s "
+                f"(peering lifetime {LIFETIME_S} s) | children re-created "
+                f"{sum(harness.uids(emulator, ('alpha',))[k] != v for k, v in uids.items())} | "
+                f"caps outside bounds {len(bounds.outside)} of {bounds.samples} samples x2"
+            )
             assert second.alive
             assert takeover_s <= LIFETIME_S + 10
             assert harness.uids(emulator, ("alpha",)) == uids

@@ -62,10 +62,17 @@ def deployment_replicas(emulator: FaultyEmulator) -> int | None:
 
 async def pods_ready(emulator: FaultyEmulator, ready: int) -> None:
     """The kubelet's part: the Deployment's pods are ready; the operator copies that into status."""
-    await harness.write(emulator, "PATCH", DEPLOYMENT_STATUS,
-                        {"status": {"replicas": ready, "readyReplicas": ready, "availableReplicas": ready}})
-    await eventually(lambda: harness.status(emulator, "alpha").get("readyReplicas") == ready, timeout=20,
-                     what=f"status.readyReplicas {ready}")
+    await harness.write(
+        emulator,
+        "PATCH",
+        DEPLOYMENT_STATUS,
+        {"status": {"replicas": ready, "readyReplicas": ready, "availableReplicas": ready}},
+    )
+    await eventually(
+        lambda: harness.status(emulator, "alpha").get("readyReplicas") == ready,
+        timeout=20,
+        what=f"status.readyReplicas {ready}",
+    )
 
 
 async def alert_fires(webhook: str) -> dict[str, Any]:
@@ -79,8 +86,9 @@ async def alert_fires(webhook: str) -> dict[str, Any]:
             return False
 
         await eventually(listening, timeout=20, what="the webhook receiver listening")
-        response = await client.post(f"{webhook}/alertmanager", json=firing,
-                                     headers={"Authorization": f"Bearer {TOKEN}"})
+        response = await client.post(
+            f"{webhook}/alertmanager", json=firing, headers={"Authorization": f"Bearer {TOKEN}"}
+        )
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
     return answer
@@ -104,8 +112,12 @@ async def test_a_killed_operator_never_repeats_a_replica_step(
 
             async with watching(Bounds(emulator, "alpha", twin)) as bounds:
                 first = asyncio.create_task(alert_fires(webhook))
-                await eventually(lambda: spec_replicas(emulator) == 2, timeout=20, interval=0.01,
-                                 what="the planner's step 1 -> 2")
+                await eventually(
+                    lambda: spec_replicas(emulator) == 2,
+                    timeout=20,
+                    interval=0.01,
+                    what="the planner's step 1 -> 2",
+                )
                 await operator.kill()  # the moment the step is visible, whatever the receiver was doing
                 killed_at, ticks_before = time.monotonic(), harness.ticks(emulator, "alpha")
                 answered = "after" if first.done() else "before"
@@ -116,8 +128,11 @@ async def test_a_killed_operator_never_repeats_a_replica_step(
                 await operator.start()
                 await pods_ready(emulator, 2)  # so that only the cooldown can absorb the repeat
                 again = await alert_fires(webhook)
-                await eventually(lambda: harness.ticks(emulator, "alpha") >= ticks_before + 2, timeout=30,
-                                 what="the law ticking again")
+                await eventually(
+                    lambda: harness.ticks(emulator, "alpha") >= ticks_before + 2,
+                    timeout=30,
+                    what="the law ticking again",
+                )
                 resumed_s = time.monotonic() - killed_at
             (step,) = again["steps"]
             assert step["outcome"] == "cooldown", step
@@ -129,14 +144,19 @@ async def test_a_killed_operator_never_repeats_a_replica_step(
 
             await harness.write(emulator, "DELETE", ISVC_PATH, None, "application/json")
             deleting = time.monotonic()
-            await eventually(lambda: harness.live(emulator, ISVC, "alpha") is None, timeout=20,
-                             what="alpha deleted (its finalizer released)")
-            print(f"\nRELIABILITY | operator SIGKILLed after a replica step ({answered} it answered) | "
-                  f"replicas 1 -> 2, the repeated alert after the restart: {step['outcome']} | "
-                  f"law resumed {resumed_s:.1f} s after the kill | "
-                  f"caps outside [{harness.MIN_CAP}, {harness.CEILING}] {len(bounds.outside)} of "
-                  f"{bounds.samples} samples x2 | deleted {time.monotonic() - deleting:.1f} s | "
-                  f"test {time.monotonic() - started:.0f} s")
+            await eventually(
+                lambda: harness.live(emulator, ISVC, "alpha") is None,
+                timeout=20,
+                what="alpha deleted (its finalizer released)",
+            )
+            print(
+                f"\nRELIABILITY | operator SIGKILLed after a replica step ({answered} it answered) | "
+                f"replicas 1 -> 2, the repeated alert after the restart: {step['outcome']} | "
+                f"law resumed {resumed_s:.1f} s after the kill | "
+                f"caps outside [{harness.MIN_CAP}, {harness.CEILING}] {len(bounds.outside)} of "
+                f"{bounds.samples} samples x2 | deleted {time.monotonic() - deleting:.1f} s | "
+                f"test {time.monotonic() - started:.0f} s"
+            )
             assert operator.alive
         finally:
             await operator.stop()

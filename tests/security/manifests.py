@@ -17,16 +17,27 @@ OWNER = builders.Owner(name="llama-8b", namespace="inference", uid="00000000-000
 SPECS: dict[str, dict[str, Any]] = {
     "minimal": yaml.safe_load((ROOT / "examples" / "minimal.yaml").read_text())["spec"],
     "full": yaml.safe_load((ROOT / "examples" / "full.yaml").read_text())["spec"],
-    "cpu": {"model": "m", "resources": {"gpu": {"count": 0}, "cpu": "4", "cpuLimit": "4", "memory": "8Gi"},
-            "modelCache": {"sizeLimit": "20Gi"}, "networkPolicy": {"clients": [{"podLabels": {"a": "b"}}]}},
+    "cpu": {
+        "model": "m",
+        "resources": {"gpu": {"count": 0}, "cpu": "4", "cpuLimit": "4", "memory": "8Gi"},
+        "modelCache": {"sizeLimit": "20Gi"},
+        "networkPolicy": {"clients": [{"podLabels": {"a": "b"}}]},
+    },
 }
 
 
 def children(spec: dict[str, Any], *, monitoring_api: bool = True) -> list[dict[str, Any]]:
     isvc = parse_spec(spec)
-    return [builders.build_admin_secret(OWNER, "not-a-real-token"), *builders.build_children(
-        OWNER, isvc, admin_token_hash=builders.token_hash("not-a-real-token"), monitoring_api=monitoring_api,
-        operator_namespace="governor-system")]
+    return [
+        builders.build_admin_secret(OWNER, "not-a-real-token"),
+        *builders.build_children(
+            OWNER,
+            isvc,
+            admin_token_hash=builders.token_hash("not-a-real-token"),
+            monitoring_api=monitoring_api,
+            operator_namespace="governor-system",
+        ),
+    ]
 
 
 def chart_objects() -> list[dict[str, Any]]:
@@ -36,8 +47,11 @@ def chart_objects() -> list[dict[str, Any]]:
 
 def pod_specs(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Every pod template among ``objects``, by 'Kind/name'."""
-    return {f"{o['kind']}/{o['metadata']['name']}": o["spec"]["template"]["spec"]
-            for o in objects if o["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job")}
+    return {
+        f"{o['kind']}/{o['metadata']['name']}": o["spec"]["template"]["spec"]
+        for o in objects
+        if o["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job")
+    }
 
 
 def dump(directory: Path) -> list[Path]:

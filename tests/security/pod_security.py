@@ -10,16 +10,44 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
-SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range",
-                "net.ipv4.ip_unprivileged_port_start", "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range",
-                "net.ipv4.ip_local_reserved_ports",
-                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                "net.ipv4.tcp_keepalive_probes"}
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+}
 SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
-RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-                      "projected", "secret"}
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 SECCOMP_ALLOWED = {"RuntimeDefault", "Localhost"}
 
 
@@ -30,8 +58,11 @@ def _containers(pod: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _bad_selinux(options: dict[str, Any] | None) -> bool:
-    return bool(options) and (options.get("type", "") not in SELINUX_TYPES  # type: ignore[union-attr]
-                              or bool(options.get("user")) or bool(options.get("role")))  # type: ignore[union-attr]
+    return bool(options) and (
+        options.get("type", "") not in SELINUX_TYPES  # type: ignore[union-attr]
+        or bool(options.get("user"))
+        or bool(options.get("role"))
+    )  # type: ignore[union-attr]
 
 
 def _baseline_pod(pod: dict[str, Any]) -> Iterator[str]:
@@ -94,8 +125,11 @@ def _restricted(pod: dict[str, Any]) -> Iterator[str]:
     yield from _restricted_containers(pod, pod_ctx, pod_seccomp)
 
 
-def _restricted_containers(pod: dict[str, Any], pod_ctx: dict[str, Any], pod_seccomp: str | None,
-                           ) -> Iterator[str]:
+def _restricted_containers(
+    pod: dict[str, Any],
+    pod_ctx: dict[str, Any],
+    pod_seccomp: str | None,
+) -> Iterator[str]:
     for where, container in _containers(pod):
         ctx = container.get("securityContext") or {}
         if ctx.get("allowPrivilegeEscalation") is not False:

@@ -23,20 +23,37 @@ CONFIG = Path(__file__).with_name("checkov.yaml")
 
 
 def _checkov() -> str | None:
-    candidates = [os.environ.get("CHECKOV"), str(ROOT / ".cache" / "checkov-venv" / "bin" / "checkov"),
-                  shutil.which("checkov")]
+    candidates = [
+        os.environ.get("CHECKOV"),
+        str(ROOT / ".cache" / "checkov-venv" / "bin" / "checkov"),
+        shutil.which("checkov"),
+    ]
     return next((c for c in candidates if c and Path(c).is_file()), None)
 
 
 def _failures(directory: Path) -> set[tuple[str, str]]:
     checkov = _checkov()
     if checkov is None:
-        pytest.skip("checkov is not installed: python -m venv .cache/checkov-venv &&"
-                    " .cache/checkov-venv/bin/pip install checkov")
+        pytest.skip(
+            "checkov is not installed: python -m venv .cache/checkov-venv &&"
+            " .cache/checkov-venv/bin/pip install checkov"
+        )
     result = subprocess.run(
-        [checkov, "--directory", str(directory), "--framework", "kubernetes", "--output", "json", "--quiet",
-         "--skip-download"],
-        capture_output=True, text=True, timeout=300, check=False,
+        [
+            checkov,
+            "--directory",
+            str(directory),
+            "--framework",
+            "kubernetes",
+            "--output",
+            "json",
+            "--quiet",
+            "--skip-download",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode in (0, 1), result.stderr[-2000:]
     report: Any = json.loads(result.stdout)
@@ -56,8 +73,9 @@ def test_skip_list_gives_a_reason_for_each_check() -> None:
 def test_checkov_passes_but_for_the_listed_skips(tmp_path: Path) -> None:
     assert len(dump(tmp_path)) == 4
     failed = _failures(tmp_path)
-    allowed = {(s["id"], resource) for s in yaml.safe_load(CONFIG.read_text())["skip"]
-               for resource in s["resources"]}
+    allowed = {
+        (s["id"], resource) for s in yaml.safe_load(CONFIG.read_text())["skip"] for resource in s["resources"]
+    }
     assert failed - allowed == set(), "new checkov failures: fix them, or list them with a reason"
     assert allowed - failed == set(), "skips that no longer fail: remove them from checkov.yaml"
 

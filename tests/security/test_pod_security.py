@@ -57,20 +57,41 @@ def test_engines_write_only_to_emptydirs_and_read_the_token_from_a_file() -> Non
     assert "GOVERNOR_ADMIN_TOKEN" not in env
 
 
-@pytest.mark.parametrize(("break_it", "rule"), [
-    (lambda p: p["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"), "Privilege Escalation"),
-    (lambda p: p["containers"][0]["securityContext"]["capabilities"].update(drop=[]), "does not drop ALL"),
-    (lambda p: p["containers"][0]["securityContext"]["capabilities"].update(add=["SYS_ADMIN"]),
-     "adds more than NET_BIND_SERVICE"),
-    (lambda p: p["volumes"].append({"name": "host", "hostPath": {"path": "/"}}), "HostPath Volumes"),
-    (lambda p: p.update(hostNetwork=True), "Host Namespaces"),
-    (lambda p: [c["securityContext"].update(runAsUser=0) for c in p["containers"]], "runAsUser is 0"),
-    (lambda p: [p["securityContext"].pop("seccompProfile"),
-                p["containers"][0]["securityContext"].pop("seccompProfile")], "Seccomp"),
-    (lambda p: [p["securityContext"].pop("runAsNonRoot"),
-                p["containers"][0]["securityContext"].pop("runAsNonRoot")], "Running as Non-root"),
-    (lambda p: p["containers"][0]["ports"][0].update(hostPort=8000), "Host Ports"),
-])
+@pytest.mark.parametrize(
+    ("break_it", "rule"),
+    [
+        (
+            lambda p: p["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"),
+            "Privilege Escalation",
+        ),
+        (
+            lambda p: p["containers"][0]["securityContext"]["capabilities"].update(drop=[]),
+            "does not drop ALL",
+        ),
+        (
+            lambda p: p["containers"][0]["securityContext"]["capabilities"].update(add=["SYS_ADMIN"]),
+            "adds more than NET_BIND_SERVICE",
+        ),
+        (lambda p: p["volumes"].append({"name": "host", "hostPath": {"path": "/"}}), "HostPath Volumes"),
+        (lambda p: p.update(hostNetwork=True), "Host Namespaces"),
+        (lambda p: [c["securityContext"].update(runAsUser=0) for c in p["containers"]], "runAsUser is 0"),
+        (
+            lambda p: [
+                p["securityContext"].pop("seccompProfile"),
+                p["containers"][0]["securityContext"].pop("seccompProfile"),
+            ],
+            "Seccomp",
+        ),
+        (
+            lambda p: [
+                p["securityContext"].pop("runAsNonRoot"),
+                p["containers"][0]["securityContext"].pop("runAsNonRoot"),
+            ],
+            "Running as Non-root",
+        ),
+        (lambda p: p["containers"][0]["ports"][0].update(hostPort=8000), "Host Ports"),
+    ],
+)
 def test_the_check_catches_each_broken_rule(break_it: Any, rule: str) -> None:
     pod = copy.deepcopy(pod_specs(children(SPECS["full"]))["Deployment/llama-8b"])
     break_it(pod)

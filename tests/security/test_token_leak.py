@@ -13,34 +13,44 @@ from governor.adapters import kube
 from tests.support.fixtures_kube import DEPLOYMENTS, ISVC, SECRETS, Cluster
 from tests.support.kube import eventually
 
-SPEC = {"model": "meta-llama/Llama-3.1-8B-Instruct", "resources": {"gpu": {"type": "H200"}},
-        "slo": {"targetMs": 25}}
+SPEC = {
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "resources": {"gpu": {"type": "H200"}},
+    "slo": {"targetMs": 25},
+}
 
 
 async def test_the_admin_token_appears_only_in_its_secret(
-    governor_cluster: Cluster, caplog: pytest.LogCaptureFixture,
+    governor_cluster: Cluster,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     c = governor_cluster
     ns = c.namespace()
     await c.apply_isvc(ns, "leak", SPEC)
-    await eventually(lambda: (c.get(ISVC, ns, "leak") or {}).get("status", {}).get("observedGeneration"),
-                     what="first reconcile")
+    await eventually(
+        lambda: (c.get(ISVC, ns, "leak") or {}).get("status", {}).get("observedGeneration"),
+        what="first reconcile",
+    )
     token = kube.secret_value(c.must(SECRETS, ns, "leak-admin-token"), "token")
     assert token and len(token) >= 32
     # Exercise the other writers: drift repair, a spec change, an invalid spec.
     await c.delete(DEPLOYMENTS, ns, "leak")
     await eventually(lambda: c.get(DEPLOYMENTS, ns, "leak"), what="Deployment restored")
     await c.patch(ISVC, ns, "leak", {"spec": {"replicas": 2}})
-    await eventually(lambda: (c.get(DEPLOYMENTS, ns, "leak") or {}).get("spec", {}).get("replicas") == 2,
-                     what="replicas patched")
+    await eventually(
+        lambda: (c.get(DEPLOYMENTS, ns, "leak") or {}).get("spec", {}).get("replicas") == 2,
+        what="replicas patched",
+    )
     await c.patch(ISVC, ns, "leak", {"spec": {"engine": {"extraArgs": ["--max_num_seqs=8"]}}})
-    await eventually(lambda: (c.condition(ns, "leak", "Invalid") or {}).get("status") == "True",
-                     what="Invalid reported")
+    await eventually(
+        lambda: (c.condition(ns, "leak", "Invalid") or {}).get("status") == "True", what="Invalid reported"
+    )
 
     forms = {token, base64.b64encode(token.encode()).decode()}
     written = [r for r in list(c.emulator) if r.namespace == ns and r.method in ("POST", "PATCH", "PUT")]
     assert len(written) >= 5
+
     def body(request: object) -> str:
         return str(getattr(request, "text", "") or json.dumps(getattr(request, "data", None)))
 

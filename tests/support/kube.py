@@ -104,9 +104,11 @@ class Emulator(ReadingEmulator):
                 object.__setattr__(request, "action", enums.action.UPDATE)  # kmock knows PATCH only
             if request.action == enums.action.FETCH and request.subresource == "scale":
                 return aiohttp.web.json_response(self._scale(request))
-            if request.action == enums.action.FETCH and request.resource and live_object(
-                self, request.resource, request.namespace, request.name or ""
-            ) is None:
+            if (
+                request.action == enums.action.FETCH
+                and request.resource
+                and live_object(self, request.resource, request.namespace, request.name or "") is None
+            ):
                 raise not_found(request.resource, request.name)  # kmock would answer with its own wording
             if request.resource is None or request.action not in (
                 enums.action.CREATE,

@@ -114,14 +114,18 @@ class FaultyEmulator(Emulator):
         if fault is not None and fault.effect == "conflict":
             return await self._render_error(
                 k8s.KubernetesError(
-                    status=409, reason="Conflict", details={},
+                    status=409,
+                    reason="Conflict",
+                    details={},
                     message="Operation cannot be fulfilled: the object has been modified (injected)",
                 )
             )
         if fault is not None:
             return await self._render_error(
                 k8s.KubernetesError(
-                    status=500, reason="InternalError", details={},
+                    status=500,
+                    reason="InternalError",
+                    details={},
                     message="an error on the server has prevented the request from succeeding (injected)",
                 )
             )

@@ -30,9 +30,18 @@ class Operator:
         with contextlib.ExitStack() as stack:
             out = stack.enter_context(self.log.open("ab")) if self.log else subprocess.DEVNULL
             self.process = await asyncio.create_subprocess_exec(
-                str(BIN / "governor"), "operator", "--server", self.server, "--metrics-port", "0",
-                "--liveness", f"http://127.0.0.1:{free_port()}/healthz", *self.extra,
-                env=env, stdout=out, stderr=subprocess.STDOUT,
+                str(BIN / "governor"),
+                "operator",
+                "--server",
+                self.server,
+                "--metrics-port",
+                "0",
+                "--liveness",
+                f"http://127.0.0.1:{free_port()}/healthz",
+                *self.extra,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
 
     @property
@@ -59,8 +68,20 @@ def twin_engine(token: str, initial_cap: int, ceiling: int) -> Iterator[int]:
     """The twin engine (``python -m governor_twin serve``) as the governed pod; yields its port."""
     port = free_port()
     process = subprocess.Popen(
-        [BIN / "python", "-m", "governor_twin", "serve", "--port", str(port), "--initial-cap",
-         str(initial_cap), "--max-num-seqs", str(ceiling), "--served-model-name", "tiny-llama"],
+        [
+            BIN / "python",
+            "-m",
+            "governor_twin",
+            "serve",
+            "--port",
+            str(port),
+            "--initial-cap",
+            str(initial_cap),
+            "--max-num-seqs",
+            str(ceiling),
+            "--served-model-name",
+            "tiny-llama",
+        ],
         env={**os.environ, "GOVERNOR_ADMIN_TOKEN": token},
     )
     try:

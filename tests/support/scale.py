@@ -168,8 +168,14 @@ class OperatorProcess:
     def start(self) -> psutil.Process:
         env = {**os.environ, "GOVERNOR_PROMETHEUS_URL": self.prometheus_url}
         liveness = f"http://127.0.0.1:{free_port()}/healthz"
-        command = [str(BIN / "governor"), "operator", "--server", self.server,
-                   "--metrics-port", str(self.metrics_port)]
+        command = [
+            str(BIN / "governor"),
+            "operator",
+            "--server",
+            self.server,
+            "--metrics-port",
+            str(self.metrics_port),
+        ]
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
                 [*command, "--liveness", liveness], env=env, stdout=out, stderr=subprocess.STDOUT
@@ -304,8 +310,15 @@ async def measure(
 
 
 async def _run(
-    emulator: Emulator, operator: OperatorProcess, tally: Tally, prom: PrometheusServer,
-    processes: dict[str, psutil.Process], n: int, seconds: float, base_port: int, say: Any,
+    emulator: Emulator,
+    operator: OperatorProcess,
+    tally: Tally,
+    prom: PrometheusServer,
+    processes: dict[str, psutil.Process],
+    n: int,
+    seconds: float,
+    base_port: int,
+    say: Any,
 ) -> Figures:
     await eventually(
         lambda: tally.counts["watch inferenceservices"] > 0,
@@ -316,8 +329,12 @@ async def _run(
     # token, e.g. from a secret manager): the operator adopts it, so the Deployment's token hash is right
     # from its first build. Written afterwards, it changed every Deployment (two reconciles per object,
     # still running at 1,000 objects when the steady window opened).
-    await _gather_bounded([_send(emulator, "POST", f"/api/v1/namespaces/{NS}/secrets", _token_secret(i),
-                                 "application/json") for i in range(n)])
+    await _gather_bounded(
+        [
+            _send(emulator, "POST", f"/api/v1/namespaces/{NS}/secrets", _token_secret(i), "application/json")
+            for i in range(n)
+        ]
+    )
     say(f"[N={n}] operator watching; creating {n} InferenceServices")
     started = time.monotonic()
     path = f"/apis/{ISVC.group}/{ISVC.version}/namespaces/{NS}/{ISVC.plural}"
@@ -369,8 +386,12 @@ def _cpu_s(process: psutil.Process) -> float:
 
 
 async def _steady(
-    operator: OperatorProcess, tally: Tally, prom: PrometheusServer, processes: dict[str, psutil.Process],
-    n: int, seconds: float,
+    operator: OperatorProcess,
+    tally: Tally,
+    prom: PrometheusServer,
+    processes: dict[str, psutil.Process],
+    n: int,
+    seconds: float,
 ) -> Figures:
     """The steady window. CPU of every process of the set-up: the operator, the emulator (this process, with
     the harness's own polling), the twin and Prometheus."""

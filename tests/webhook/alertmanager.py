@@ -8,8 +8,14 @@ STARTS = "2026-01-01T00:00:00Z"
 
 
 def alert(
-    alertname: str, status: str = "firing", *, namespace: str = "ai", name: str = "chat",
-    scale: str | None = "out", fingerprint: str | None = None, starts_at: str = STARTS,
+    alertname: str,
+    status: str = "firing",
+    *,
+    namespace: str = "ai",
+    name: str = "chat",
+    scale: str | None = "out",
+    fingerprint: str | None = None,
+    starts_at: str = STARTS,
 ) -> dict[str, Any]:
     labels = {"alertname": alertname, "namespace": namespace, "inferenceservice": name, "severity": "warning"}
     if scale is not None:

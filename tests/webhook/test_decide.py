@@ -63,7 +63,10 @@ def test_a_resolved_scale_out_alert_with_sustained_headroom_scales_in_once() -> 
     queue, headroom = alert("VLLMGovernorQueueSaturated"), alert("VLLMGovernorHeadroom", scale="in")
     resolved = parsed(alert("VLLMGovernorQueueSaturated", "resolved"))
     assert run((0, parsed(queue)), (5, parsed(headroom)), (10, resolved), (20, resolved)) == [
-        [("chat", 1)], [], [("chat", -1)], [],
+        [("chat", 1)],
+        [],
+        [("chat", -1)],
+        [],
     ]
 
 
@@ -72,8 +75,10 @@ def test_resolved_without_headroom_changes_nothing() -> None:
 
 
 def test_alerts_without_the_scale_label_or_the_object_are_skipped_with_a_reason() -> None:
-    unnamed = {**alert("VLLMGovernorQueueSaturated"),
-               "labels": {"alertname": "VLLMGovernorQueueSaturated", "governor_scale": "out"}}
+    unnamed = {
+        **alert("VLLMGovernorQueueSaturated"),
+        "labels": {"alertname": "VLLMGovernorQueueSaturated", "governor_scale": "out"},
+    }
     note = parsed(alert("VLLMGovernorErrorBudgetFastBurn", scale=None), unnamed)
     decision = webhook.decide(webhook.ReceiverState(), note, 0, REPEAT_S)
     assert decision.steps == ()

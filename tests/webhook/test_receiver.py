@@ -20,7 +20,8 @@ from tests.webhook.alertmanager import alert, notification
 
 TOKEN = "alertmanager-s3cret"
 AUTOSCALED: dict[str, Any] = {
-    "model": "meta-llama/Llama-3.1-8B-Instruct", "resources": {"gpu": {"type": "H200"}},
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "resources": {"gpu": {"type": "H200"}},
     "autoscaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 3, "scaleUpCooldownSeconds": 0},
 }
 
@@ -28,8 +29,13 @@ AUTOSCALED: dict[str, Any] = {
 @pytest_asyncio.fixture
 async def receiver_url(governor_cluster: Cluster) -> AsyncIterator[str]:
     port = free_port()
-    runner = await start(Receiver(ReceiverConfig(token=TOKEN, port=port, host="127.0.0.1"),
-                                  ReplicaWriter(governor_cluster.kube).request_scale, governor_cluster.kube))
+    runner = await start(
+        Receiver(
+            ReceiverConfig(token=TOKEN, port=port, host="127.0.0.1"),
+            ReplicaWriter(governor_cluster.kube).request_scale,
+            governor_cluster.kube,
+        )
+    )
     yield f"http://127.0.0.1:{port}/alertmanager"
     await runner.cleanup()
 
@@ -39,10 +45,17 @@ async def _isvc(cluster: Cluster, spec: dict[str, Any]) -> str:
     await cluster.apply_isvc(ns, "chat", spec)
     await eventually(lambda: cluster.get(DEPLOYMENTS, ns, "chat"), what="the Deployment")
     # Its pod is ready (the emulator runs no pods): the planner steps only from ready replicas.
-    await cluster.patch(DEPLOYMENTS, ns, "chat", {"status": {"replicas": 1, "readyReplicas": 1,
-                                                             "availableReplicas": 1}}, subresource="status")
-    await eventually(lambda: (cluster.must(ISVC, ns, "chat").get("status") or {}).get("readyReplicas") == 1,
-                     what="status.readyReplicas 1")
+    await cluster.patch(
+        DEPLOYMENTS,
+        ns,
+        "chat",
+        {"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}},
+        subresource="status",
+    )
+    await eventually(
+        lambda: (cluster.must(ISVC, ns, "chat").get("status") or {}).get("readyReplicas") == 1,
+        what="status.readyReplicas 1",
+    )
     return ns
 
 
@@ -76,15 +89,21 @@ async def test_a_firing_alert_scales_out_by_one_and_its_repeat_is_idempotent(
 
     again = await _post(receiver_url, firing)
     assert again.json()["steps"] == []
-    assert again.json()["skipped"] == [{"alert": "VLLMGovernorQueueSaturated",
-                                        "why": "repeat of a notification already acted on"}]
+    assert again.json()["skipped"] == [
+        {"alert": "VLLMGovernorQueueSaturated", "why": "repeat of a notification already acted on"}
+    ]
     assert _replicas(c, ns) == (2, 2)
 
-    await eventually(lambda: any(e["reason"] == "AlertScaleOut" for e in c.events(ns, "chat")),
-                     what="an AlertScaleOut Event")
+    await eventually(
+        lambda: any(e["reason"] == "AlertScaleOut" for e in c.events(ns, "chat")),
+        what="an AlertScaleOut Event",
+    )
     last = c.must(ISVC, ns, "chat")["status"]["alertmanager"]["lastStep"]
-    assert (last["direction"], last["alerts"], last["outcome"]) == (1, ["VLLMGovernorQueueSaturated"],
-                                                                   "scaled-up")
+    assert (last["direction"], last["alerts"], last["outcome"]) == (
+        1,
+        ["VLLMGovernorQueueSaturated"],
+        "scaled-up",
+    )
 
 
 async def test_wrong_credentials_and_bad_payloads_are_refused_and_change_nothing(

@@ -56,12 +56,22 @@ PERMISSIONS: dict[tuple[str, str], frozenset[Verb]] = {
     ("networking.k8s.io", "networkpolicies"): frozenset({"get", "create", "patch"}),
 }
 PLURALS: dict[str, str] = {
-    "Deployment": "deployments", "Service": "services", "Secret": "secrets",
-    "PodDisruptionBudget": "poddisruptionbudgets", "PodMonitor": "podmonitors",
-    "NetworkPolicy": "networkpolicies", api.KIND: api.PLURAL,
+    "Deployment": "deployments",
+    "Service": "services",
+    "Secret": "secrets",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "PodMonitor": "podmonitors",
+    "NetworkPolicy": "networkpolicies",
+    api.KIND: api.PLURAL,
 }
-_HTTP_VERB: dict[Verb, str] = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST",
-                               "patch": "PATCH", "delete": "DELETE"}
+_HTTP_VERB: dict[Verb, str] = {
+    "get": "GET",
+    "list": "GET",
+    "watch": "GET",
+    "create": "POST",
+    "patch": "PATCH",
+    "delete": "DELETE",
+}
 API_GROUP_TTL_S = 60.0
 RETRIED_STATUSES = frozenset({500, 502, 503, 504})
 # 4 attempts, 0.2 s, 0.4 s, 0.8 s apart (+ up to 0.1 s jitter): rides out a blip of a busy API server while a
@@ -114,8 +124,13 @@ def _split(api_version: str) -> tuple[str, str]:
     return group, version
 
 
-def _path(api_version: str, plural: str, namespace: str | None, name: str | None = None,
-          subresource: str | None = None) -> str:
+def _path(
+    api_version: str,
+    plural: str,
+    namespace: str | None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
     group, version = _split(api_version)
     path = f"/apis/{group}/{version}" if group else f"/api/{version}"
     if namespace:
@@ -144,8 +159,11 @@ def covers(live: Any, desired: Any) -> bool:
     if isinstance(desired, Mapping):
         return isinstance(live, Mapping) and all(k in live and covers(live[k], v) for k, v in desired.items())
     if isinstance(desired, list):
-        return (isinstance(live, list) and len(live) == len(desired)
-                and all(covers(a, d) for a, d in zip(live, desired, strict=True)))
+        return (
+            isinstance(live, list)
+            and len(live) == len(desired)
+            and all(covers(a, d) for a, d in zip(live, desired, strict=True))
+        )
     return bool(live == desired)
 
 
@@ -171,11 +189,13 @@ class Kube:
     it (:meth:`aclose`, or ``async with``).
     """
 
-    def __init__(self, connection: Connection | None = None, *, attempts: int = ATTEMPTS,
-                 backoff_s: float = BACKOFF_S) -> None:
+    def __init__(
+        self, connection: Connection | None = None, *, attempts: int = ATTEMPTS, backoff_s: float = BACKOFF_S
+    ) -> None:
         self.connection = connection
         self._retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception(_retried), stop=tenacity.stop_after_attempt(attempts),
+            retry=tenacity.retry_if_exception(_retried),
+            stop=tenacity.stop_after_attempt(attempts),
             wait=tenacity.wait_exponential(multiplier=backoff_s, max=4 * backoff_s)
             + tenacity.wait_random(0, backoff_s / 2),
             reraise=True,
@@ -205,8 +225,9 @@ class Kube:
     async def __aenter__(self) -> Kube:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        trace: TracebackType | None) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         await self.aclose()
 
     def _http(self) -> httpx.AsyncClient:
@@ -215,16 +236,26 @@ class Kube:
         return self._client
 
     async def _request(
-        self, verb: Verb, api_version: str, plural: str, namespace: str | None, name: str | None = None, *,
-        subresource: str | None = None, body: Any = None, content_type: str = "application/json",
+        self,
+        verb: Verb,
+        api_version: str,
+        plural: str,
+        namespace: str | None,
+        name: str | None = None,
+        *,
+        subresource: str | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
     ) -> Manifest:
         group = _split(api_version)[0]
         resource = f"{plural}/{subresource}" if subresource else plural
         if verb not in PERMISSIONS.get((group, resource), frozenset()):
             raise PermissionError(f"the kube adapter does not declare {verb} on {group or 'core'}/{resource}")
         response = await self._send(
-            _HTTP_VERB[verb], _path(api_version, plural, namespace, name, subresource),
-            json=body, headers={"Content-Type": content_type} if body is not None else None,
+            _HTTP_VERB[verb],
+            _path(api_version, plural, namespace, name, subresource),
+            json=body,
+            headers={"Content-Type": content_type} if body is not None else None,
         )
         if response.status_code >= 400:
             raise _error(response)
@@ -290,19 +321,35 @@ class Kube:
 
     # --- writing -----------------------------------------------------------------------------------
 
-    async def merge_patch(self, api_version: str, kind: str, namespace: str, name: str, patch: Manifest,
-                          subresource: str | None = None) -> Manifest:
-        return await self._request("patch", api_version, PLURALS[kind], namespace, name,
-                                   subresource=subresource, body=patch,
-                                   content_type="application/merge-patch+json")
+    async def merge_patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        patch: Manifest,
+        subresource: str | None = None,
+    ) -> Manifest:
+        return await self._request(
+            "patch",
+            api_version,
+            PLURALS[kind],
+            namespace,
+            name,
+            subresource=subresource,
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
 
     async def create(self, manifest: Manifest) -> Manifest:
         meta = manifest["metadata"]
-        return await self._request("create", manifest["apiVersion"], PLURALS[manifest["kind"]],
-                                   meta["namespace"], body=manifest)
+        return await self._request(
+            "create", manifest["apiVersion"], PLURALS[manifest["kind"]], meta["namespace"], body=manifest
+        )
 
-    async def _create_unless_present(self, probe: Manifest, manifest: Callable[[], Manifest],
-                                     attempts: int = 3) -> Manifest | Outcome:
+    async def _create_unless_present(
+        self, probe: Manifest, manifest: Callable[[], Manifest], attempts: int = 3
+    ) -> Manifest | Outcome:
         """The live object (named like ``probe``), or the Outcome of creating ``manifest()`` when absent.
 
         A 409 on create is "it exists" (a racing writer, or a retried create that had landed): read it. If
@@ -336,8 +383,9 @@ class Kube:
         patched = await self.merge_patch(api_version, kind, namespace, name, wanted)
         return Outcome("patched", kind, name, patched)
 
-    async def ensure_secret(self, manifest_for: Callable[[str], Manifest], key: str,
-                            new_value: Callable[[], str]) -> tuple[str, Outcome]:
+    async def ensure_secret(
+        self, manifest_for: Callable[[str], Manifest], key: str, new_value: Callable[[], str]
+    ) -> tuple[str, Outcome]:
         """A Secret whose value is generated once: never rewritten while it holds a value for ``key``.
 
         Returns the value in force. Labels and owner references are repaired like any child; the data only
@@ -354,14 +402,19 @@ class Kube:
             wanted = {"metadata": _owned_part(probe)["metadata"]}
             if covers(live, wanted):
                 return current, Outcome("unchanged", "Secret", name, live)
-            return current, Outcome("patched", "Secret", name,
-                                    await self.merge_patch("v1", "Secret", namespace, name, wanted))
+            return current, Outcome(
+                "patched", "Secret", name, await self.merge_patch("v1", "Secret", namespace, name, wanted)
+            )
         value = new_value()
         patched = await self.merge_patch("v1", "Secret", namespace, name, _owned_part(manifest_for(value)))
         return value, Outcome("patched", "Secret", name, patched)
 
     async def update_inferenceservice_status(
-        self, namespace: str, name: str, change: Callable[[Manifest], Manifest | None], attempts: int = 5,
+        self,
+        namespace: str,
+        name: str,
+        change: Callable[[Manifest], Manifest | None],
+        attempts: int = 5,
         known: Mapping[str, Any] | None = None,
     ) -> Manifest | None:
         """Read-modify-write of ``status``: ``change(live_object)`` returns a partial status (merge-patched)
@@ -384,11 +437,13 @@ class Kube:
             version = live["metadata"].get("resourceVersion")
             body = {"metadata": {"resourceVersion": version}, "status": status_patch}
             try:
-                return await self.merge_patch(api.API_VERSION, api.KIND, namespace, name, body,
-                                              subresource="status")
+                return await self.merge_patch(
+                    api.API_VERSION, api.KIND, namespace, name, body, subresource="status"
+                )
             except NotFound:
                 return None
             except Conflict:
                 continue
-        raise Conflict(409, "Conflict",
-                       f"status of {namespace}/{name} kept changing under {attempts} attempts")
+        raise Conflict(
+            409, "Conflict", f"status of {namespace}/{name} kept changing under {attempts} attempts"
+        )

@@ -41,8 +41,13 @@ class Connection:
     def client(self) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         limits = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=MAX_IN_FLIGHT)
-        return httpx.AsyncClient(base_url=self.server.rstrip("/"), headers=headers, verify=self._verify(),
-                                 timeout=self.timeout_s, limits=limits)
+        return httpx.AsyncClient(
+            base_url=self.server.rstrip("/"),
+            headers=headers,
+            verify=self._verify(),
+            timeout=self.timeout_s,
+            limits=limits,
+        )
 
     def _verify(self) -> ssl.SSLContext | bool:
         if not self.server.startswith("https"):
@@ -55,8 +60,10 @@ class Connection:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         if self.cert_path or self.cert_data:
-            with _pem_file(self.cert_path, self.cert_data) as cert, \
-                    _pem_file(self.key_path, self.key_data) as key:
+            with (
+                _pem_file(self.cert_path, self.cert_data) as cert,
+                _pem_file(self.key_path, self.key_data) as key,
+            ):
                 context.load_cert_chain(cert or "", key)
         return context
 

@@ -17,19 +17,23 @@ if TYPE_CHECKING:
     from governor.services.control import StepReport
 
 RECONCILES = Counter(
-    signals.OP_RECONCILES, "Reconciles of an InferenceService's children, by trigger and result.",
+    signals.OP_RECONCILES,
+    "Reconciles of an InferenceService's children, by trigger and result.",
     ["namespace", "name", "trigger", "result"],
 )
 RECONCILE_ERRORS = Counter(
-    signals.OP_RECONCILE_ERRORS, "Failed reconciles, by reason (invalid, api, conflict, ...).",
+    signals.OP_RECONCILE_ERRORS,
+    "Failed reconciles, by reason (invalid, api, conflict, ...).",
     ["namespace", "name", "reason"],
 )
 MANAGED = Gauge(
-    signals.OP_MANAGED, "Objects the operator manages, by kind (InferenceService and each child kind).",
+    signals.OP_MANAGED,
+    "Objects the operator manages, by kind (InferenceService and each child kind).",
     ["kind"],
 )
 CHILD_CHANGES = Counter(
-    signals.OP_CHILD_WRITES, "Children created or patched (drift repaired), by kind and action.",
+    signals.OP_CHILD_WRITES,
+    "Children created or patched (drift repaired), by kind and action.",
     ["kind", "action"],
 )
 
@@ -42,11 +46,13 @@ P99 = Gauge(signals.OP_P99, "Observed SLO latency quantile over the window (seco
 P99_SMOOTHED = Gauge(signals.OP_P99_SMOOTHED, "EWMA-smoothed SLO latency quantile the law acts on.", _ISVC)
 SLO_TARGET = Gauge(signals.OP_SLO_TARGET, "The SLO's latency target (seconds).", _ISVC)
 DECISIONS = Counter(
-    signals.OP_DECISIONS, "Control-law decisions, by direction (up, down, hold) and reason.",
+    signals.OP_DECISIONS,
+    "Control-law decisions, by direction (up, down, hold) and reason.",
     [*_ISVC, "direction", "reason"],
 )
 DESIRED_REPLICAS = Gauge(
-    signals.OP_DESIRED_REPLICAS, "Replicas the replica planner wants (exported even when it does not write).",
+    signals.OP_DESIRED_REPLICAS,
+    "Replicas the replica planner wants (exported even when it does not write).",
     _ISVC,
 )
 

@@ -17,22 +17,40 @@ HELP = "run the Kubernetes operator that reconciles InferenceServices"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-n", "--namespace", action="append", default=[],
-                        help="watch only this namespace (repeatable; glob patterns allowed); default: all")
-    parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz",
-                        help="Kopf liveness endpoint URL")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch only this namespace (repeatable; glob patterns allowed); default: all",
+    )
+    parser.add_argument(
+        "--liveness", default="http://0.0.0.0:8080/healthz", help="Kopf liveness endpoint URL"
+    )
     parser.add_argument("--metrics-port", type=int, default=9090, help="port of /metrics (0: off)")
-    parser.add_argument("--peering", default=None,
-                        help="Kopf peering name for several replicas (default: standalone)")
-    parser.add_argument("--priority", type=int, default=None,
-                        help="Kopf peering priority (default with --peering: random, one per replica)")
-    parser.add_argument("--server", default=None,
-                        help="API server URL without credentials (development);"
-                        " default: in-cluster or kubeconfig")
-    parser.add_argument("--status-refresh-ticks", type=_positive, default=None, metavar="N",
-                        help="refresh an InferenceService's status every N control ticks when nothing users"
-                        " act on changed (a changed cap, mode, condition or replica wish is written at once);"
-                        " default 6, 1: every tick")
+    parser.add_argument(
+        "--peering", default=None, help="Kopf peering name for several replicas (default: standalone)"
+    )
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="Kopf peering priority (default with --peering: random, one per replica)",
+    )
+    parser.add_argument(
+        "--server",
+        default=None,
+        help="API server URL without credentials (development); default: in-cluster or kubeconfig",
+    )
+    parser.add_argument(
+        "--status-refresh-ticks",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="refresh an InferenceService's status every N control ticks when nothing users"
+        " act on changed (a changed cap, mode, condition or replica wish is written at once);"
+        " default 6, 1: every tick",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
 
 
@@ -62,14 +80,17 @@ def main(args: argparse.Namespace) -> int:
     if args.metrics_port:
         prometheus_client.start_http_server(args.metrics_port)
     connection = kube.Connection(server=args.server) if args.server else None
-    asyncio.run(kopf.operator(
-        memo=operator_memo(connection, args.status_refresh_ticks),
-        clusterwide=not args.namespace,
-        namespaces=args.namespace,
-        liveness_endpoint=args.liveness,
-        standalone=args.peering is None,
-        peering_name=args.peering,
-        priority=args.priority if args.priority is not None or args.peering is None
-        else random.SystemRandom().randrange(1, 2**31),
-    ))
+    asyncio.run(
+        kopf.operator(
+            memo=operator_memo(connection, args.status_refresh_ticks),
+            clusterwide=not args.namespace,
+            namespaces=args.namespace,
+            liveness_endpoint=args.liveness,
+            standalone=args.peering is None,
+            peering_name=args.peering,
+            priority=args.priority
+            if args.priority is not None or args.peering is None
+            else random.SystemRandom().randrange(1, 2**31),
+        )
+    )
     return 0

@@ -72,8 +72,14 @@ class Names:
 
 
 def names(name: str) -> Names:
-    return Names(deployment=name, service=name, pdb=f"{name}-pdb", secret=f"{name}-admin-token",
-                 pod_monitor=name, network_policy=name)
+    return Names(
+        deployment=name,
+        service=name,
+        pdb=f"{name}-pdb",
+        secret=f"{name}-admin-token",
+        pod_monitor=name,
+        network_policy=name,
+    )
 
 
 def selector_labels(name: str) -> dict[str, str]:
@@ -86,8 +92,11 @@ def selector_string(name: str) -> str:
 
 
 def labels(name: str) -> dict[str, str]:
-    return {**selector_labels(name), "app.kubernetes.io/managed-by": "vllm-governor",
-            "app.kubernetes.io/component": "inference"}
+    return {
+        **selector_labels(name),
+        "app.kubernetes.io/managed-by": "vllm-governor",
+        "app.kubernetes.io/component": "inference",
+    }
 
 
 def token_hash(token: str) -> str:
@@ -99,14 +108,16 @@ def _meta(owner: Owner, name: str) -> dict[str, Any]:
         "name": name,
         "namespace": owner.namespace,
         "labels": labels(owner.name),
-        "ownerReferences": [{
-            "apiVersion": api.API_VERSION,
-            "kind": api.KIND,
-            "name": owner.name,
-            "uid": owner.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }],
+        "ownerReferences": [
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": api.KIND,
+                "name": owner.name,
+                "uid": owner.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
     }
 
 
@@ -120,12 +131,18 @@ def vllm_args(isvc: api.InferenceServiceSpec) -> list[str]:
     resolved = isvc.resolve()
     engine = isvc.engine
     args = [
-        "--initial-cap", str(resolved.initial_cap),
-        "--model", isvc.model,
-        "--served-model-name", resolved.served_model_name,
-        "--host", "0.0.0.0",
-        "--port", str(api.HTTP_PORT),
-        "--max-num-seqs", str(resolved.ceiling),
+        "--initial-cap",
+        str(resolved.initial_cap),
+        "--model",
+        isvc.model,
+        "--served-model-name",
+        resolved.served_model_name,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(api.HTTP_PORT),
+        "--max-num-seqs",
+        str(resolved.ceiling),
     ]
     optional: list[tuple[str, Any]] = [
         ("--max-model-len", engine.max_model_len),
@@ -137,8 +154,10 @@ def vllm_args(isvc: api.InferenceServiceSpec) -> list[str]:
     if engine.tensor_parallel_size > 1:
         optional.append(("--tensor-parallel-size", engine.tensor_parallel_size))
     args += [item for flag, value in optional if value is not None for item in (flag, str(value))]
-    for flag, enabled in (("prefix-caching", engine.enable_prefix_caching),
-                          ("chunked-prefill", engine.enable_chunked_prefill)):
+    for flag, enabled in (
+        ("prefix-caching", engine.enable_prefix_caching),
+        ("chunked-prefill", engine.enable_chunked_prefill),
+    ):
         if enabled is not None:
             args.append(f"--{'enable' if enabled else 'no-enable'}-{flag}")
     return args + list(engine.extra_args)
@@ -153,8 +172,9 @@ def _long_prompt_factor(isvc: api.InferenceServiceSpec) -> list[dict[str, str]]:
     return [{"name": LONG_PROMPT_FACTOR_ENV, "value": repr(factor)}]
 
 
-def build_deployment(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_token_hash: str,
-                     pod_monitor: bool) -> Manifest:
+def build_deployment(
+    owner: Owner, isvc: api.InferenceServiceSpec, *, admin_token_hash: str, pod_monitor: bool
+) -> Manifest:
     res = isvc.resources
     limits: dict[str, str] = {}
     requests: dict[str, str] = {}
@@ -170,11 +190,21 @@ def build_deployment(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_toke
     resources = {key: value for key, value in (("limits", limits), ("requests", requests)) if value}
     annotations = {ANNOTATION_TOKEN_HASH: admin_token_hash}
     if not pod_monitor:
-        annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(api.HTTP_PORT),
-                            "prometheus.io/path": "/metrics"})
+        annotations.update(
+            {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": str(api.HTTP_PORT),
+                "prometheus.io/path": "/metrics",
+            }
+        )
+
     def probe(period_s: int, failures: int) -> dict[str, Any]:
-        return {"httpGet": {"path": "/health", "port": "http"}, "timeoutSeconds": 5,
-                "periodSeconds": period_s, "failureThreshold": failures}
+        return {
+            "httpGet": {"path": "/health", "port": "http"},
+            "timeoutSeconds": 5,
+            "periodSeconds": period_s,
+            "failureThreshold": failures,
+        }
 
     container: dict[str, Any] = {
         "name": CONTAINER,
@@ -195,36 +225,57 @@ def build_deployment(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_toke
         "startupProbe": probe(10, 180),
         "readinessProbe": probe(5, 3),
         "livenessProbe": probe(10, 3),
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                         {"name": "model-cache", "mountPath": CACHE_PATH},
-                         {"name": "tmp", "mountPath": "/tmp"},
-                         {"name": "home", "mountPath": HOME_PATH},
-                         {"name": "admin-token", "mountPath": TOKEN_DIR, "readOnly": True}],
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                            "privileged": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-                            "runAsUser": ENGINE_UID, "runAsGroup": ENGINE_UID,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "model-cache", "mountPath": CACHE_PATH},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "home", "mountPath": HOME_PATH},
+            {"name": "admin-token", "mountPath": TOKEN_DIR, "readOnly": True},
+        ],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": ENGINE_UID,
+            "runAsGroup": ENGINE_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
     }
     if resources:
         container["resources"] = resources
     cache = isvc.model_cache
     cache_volume: dict[str, Any] = (
-        {"name": "model-cache", "persistentVolumeClaim": {"claimName": cache.pvc_name}} if cache.pvc_name
+        {"name": "model-cache", "persistentVolumeClaim": {"claimName": cache.pvc_name}}
+        if cache.pvc_name
         else {"name": "model-cache", "emptyDir": {"sizeLimit": cache.size_limit} if cache.size_limit else {}}
     )
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": ENGINE_UID, "runAsGroup": ENGINE_UID,
-                            "fsGroup": ENGINE_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": ENGINE_UID,
+            "runAsGroup": ENGINE_UID,
+            "fsGroup": ENGINE_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [container],
-        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": res.shm_size}},
-                    cache_volume,
-                    {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
-                    {"name": "home", "emptyDir": {"sizeLimit": HOME_SIZE}},
-                    # 0440: the owner and fsGroup (the engine's group) read it, no one else.
-                    {"name": "admin-token", "secret": {"secretName": names(owner.name).secret,
-                                                       "defaultMode": 0o440,
-                                                       "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}]}}],
+        "volumes": [
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": res.shm_size}},
+            cache_volume,
+            {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
+            {"name": "home", "emptyDir": {"sizeLimit": HOME_SIZE}},
+            # 0440: the owner and fsGroup (the engine's group) read it, no one else.
+            {
+                "name": "admin-token",
+                "secret": {
+                    "secretName": names(owner.name).secret,
+                    "defaultMode": 0o440,
+                    "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}],
+                },
+            },
+        ],
     }
     if res.node_selector:
         pod_spec["nodeSelector"] = dict(res.node_selector)
@@ -316,13 +367,15 @@ def _peer(peer: api.NetworkPeer) -> dict[str, Any]:
 def operator_peer(operator_namespace: str | None) -> dict[str, Any]:
     """The operator's pods: in its namespace when known, else any namespace (a pod elsewhere that copies
     the label passes too; the admin token still guards the route)."""
-    namespaces = ({"matchLabels": {"kubernetes.io/metadata.name": operator_namespace}} if operator_namespace
-                  else {})
+    namespaces = (
+        {"matchLabels": {"kubernetes.io/metadata.name": operator_namespace}} if operator_namespace else {}
+    )
     return {"podSelector": {"matchLabels": dict(OPERATOR_POD_LABELS)}, "namespaceSelector": namespaces}
 
 
-def build_network_policy(owner: Owner, isvc: api.InferenceServiceSpec, *,
-                         operator_namespace: str | None = None) -> Manifest:
+def build_network_policy(
+    owner: Owner, isvc: api.InferenceServiceSpec, *, operator_namespace: str | None = None
+) -> Manifest:
     """Ingress to the engine pods: port 8000 only, from the clients, the operator and the scrapers.
 
     What it cannot do: the OpenAI API, /metrics and the admin route (PUT /governor/v1/limits) share vLLM's
@@ -335,8 +388,11 @@ def build_network_policy(owner: Owner, isvc: api.InferenceServiceSpec, *,
     port = {"protocol": "TCP", "port": api.HTTP_PORT}
     rule: dict[str, Any] = {"ports": [port]}
     if policy.clients is not None:
-        rule["from"] = [*(_peer(p) for p in policy.clients), operator_peer(operator_namespace),
-                        *(_peer(p) for p in policy.scrapers)]
+        rule["from"] = [
+            *(_peer(p) for p in policy.clients),
+            operator_peer(operator_namespace),
+            *(_peer(p) for p in policy.scrapers),
+        ]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -349,8 +405,14 @@ def build_network_policy(owner: Owner, isvc: api.InferenceServiceSpec, *,
     }
 
 
-def build_children(owner: Owner, isvc: api.InferenceServiceSpec, *, admin_token_hash: str,
-                   monitoring_api: bool, operator_namespace: str | None = None) -> list[Manifest]:
+def build_children(
+    owner: Owner,
+    isvc: api.InferenceServiceSpec,
+    *,
+    admin_token_hash: str,
+    monitoring_api: bool,
+    operator_namespace: str | None = None,
+) -> list[Manifest]:
     """Every child but the Secret (whose content is created once, not reconciled), in apply order.
 
     The NetworkPolicy comes before the Deployment, so no engine pod ever runs unprotected.

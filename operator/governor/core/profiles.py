@@ -58,8 +58,9 @@ class Profile:
         moves either way within a few ticks.
         """
         if tpot_target_ms is not None and self.tpot_curve:
-            fitting = [p.cap for p in self.tpot_curve
-                       if p.tpot_p99_ms <= tpot_target_ms and p.cap <= self.ceiling]
+            fitting = [
+                p.cap for p in self.tpot_curve if p.tpot_p99_ms <= tpot_target_ms and p.cap <= self.ceiling
+            ]
             return max(fitting) if fitting else min(self.tpot_curve[0].cap, self.ceiling)
         return max(1, self.ceiling // 2)
 
@@ -74,7 +75,9 @@ _H200_TPOT = (
 
 _SMALL: dict[str, Profile] = {
     "H200": Profile(
-        "H200", ModelSize.SMALL, 256,
+        "H200",
+        ModelSize.SMALL,
+        256,
         "calibration: capacity rises to ~40 req/s at mns 256, KV ≤ 22 %, no preemptions (Llama-3.1-8B shape)",
         _H200_TPOT,
     ),
@@ -100,7 +103,9 @@ def _table() -> dict[tuple[str, ModelSize], Profile]:
                 table[(gpu, size)] = small
             else:
                 table[(gpu, size)] = Profile(
-                    gpu, size, max(8, small.ceiling // divisor),
+                    gpu,
+                    size,
+                    max(8, small.ceiling // divisor),
                     f"scaled: {small.ceiling} (small class) / {divisor}, not measured",
                 )
     table.update(_EXPLICIT)

@@ -58,7 +58,10 @@ NonBlank = Annotated[str, StringConstraints(pattern=NONBLANK_PATTERN)]
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
         use_attribute_docstrings=True,
     )
 
@@ -222,8 +225,10 @@ class Monitoring(_Model):
             return value
         seconds = int(match[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match[2]]
         if not 1 <= seconds <= 3600:
-            raise ValueError(f"{value} is outside 1s..1h: Prometheus cannot scrape a busy engine that often,"
-                             " and a longer interval leaves the loop without data")
+            raise ValueError(
+                f"{value} is outside 1s..1h: Prometheus cannot scrape a busy engine that often,"
+                " and a longer interval leaves the loop without data"
+            )
         return value
 
 
@@ -344,11 +349,14 @@ class InferenceServiceSpec(_Model):
 def name_problems(name: str) -> list[str]:
     """The InferenceService name becomes Service and Deployment names, so it must be a DNS-1035 label."""
     if len(name) > MAX_NAME_LENGTH:
-        return [f"metadata.name is {len(name)} characters; at most {MAX_NAME_LENGTH} fit the"
-                " children's names"]
+        return [
+            f"metadata.name is {len(name)} characters; at most {MAX_NAME_LENGTH} fit the children's names"
+        ]
     if not _DNS1035.match(name):
-        return [f"metadata.name {name!r} must start with a letter and hold only a-z, 0-9 and '-'"
-                " (it names a Service)"]
+        return [
+            f"metadata.name {name!r} must start with a letter and hold only a-z, 0-9 and '-'"
+            " (it names a Service)"
+        ]
     return []
 
 

@@ -16,12 +16,14 @@ def cross_field_problems(spec: InferenceServiceSpec) -> list[str]:
     profile = spec.profile()
     ceiling = engine.max_num_seqs or profile.ceiling
     ceiling_name = (
-        "engine.maxNumSeqs" if engine.max_num_seqs
+        "engine.maxNumSeqs"
+        if engine.max_num_seqs
         else f"the default ceiling for {profile.gpu} GPUs and {profile.size} models (engine.maxNumSeqs unset)"
     )
     if adaptive.max_cap is not None and adaptive.min_cap > adaptive.max_cap:
-        out.append(f"adaptive.minCap ({adaptive.min_cap}) must not exceed adaptive.maxCap"
-                   f" ({adaptive.max_cap})")
+        out.append(
+            f"adaptive.minCap ({adaptive.min_cap}) must not exceed adaptive.maxCap ({adaptive.max_cap})"
+        )
     if adaptive.max_cap is not None and adaptive.max_cap > ceiling:
         out.append(
             f"adaptive.maxCap ({adaptive.max_cap}) is above {ceiling_name} ({ceiling}): the live cap can"
@@ -43,13 +45,15 @@ def cross_field_problems(spec: InferenceServiceSpec) -> list[str]:
             f" ({adaptive.tick_seconds:g}): each decision needs at least one tick of data"
         )
     if adaptive.enabled and spec.slo is None:
-        out.append("adaptive.enabled is true but spec.slo is missing: the governor needs a latency target"
-                   " to hold")
+        out.append(
+            "adaptive.enabled is true but spec.slo is missing: the governor needs a latency target to hold"
+        )
     out += _scaling_and_gpu_problems(spec)
     out += _engine_problems(engine, ceiling, ceiling_name)
     if spec.model_cache.pvc_name and spec.model_cache.size_limit:
-        out.append("modelCache.sizeLimit applies to the emptyDir cache only; drop it when"
-                   " modelCache.pvcName is set")
+        out.append(
+            "modelCache.sizeLimit applies to the emptyDir cache only; drop it when modelCache.pvcName is set"
+        )
     return out
 
 
@@ -69,8 +73,9 @@ def _scaling_and_gpu_problems(spec: InferenceServiceSpec) -> list[str]:
             f" resources.gpu.count is {gpu.count}"
         )
     if gpu.count == 0 and gpu.type and profiles.normalize_gpu(gpu.type) not in ("CPU", profiles.UNKNOWN_GPU):
-        out.append(f"resources.gpu.type is {gpu.type} but resources.gpu.count is 0: set a count of at"
-                   " least 1")
+        out.append(
+            f"resources.gpu.type is {gpu.type} but resources.gpu.count is 0: set a count of at least 1"
+        )
     return out
 
 
@@ -82,8 +87,11 @@ def _engine_problems(engine: Engine, ceiling: int, ceiling_name: str) -> list[st
                 f"engine.maxNumBatchedTokens ({engine.max_num_batched_tokens}) must be at least the ceiling"
                 f" ({ceiling_name} = {ceiling}): vLLM refuses to start otherwise"
             )
-        if (engine.enable_chunked_prefill is False and engine.max_model_len is not None
-                and engine.max_num_batched_tokens < engine.max_model_len):
+        if (
+            engine.enable_chunked_prefill is False
+            and engine.max_model_len is not None
+            and engine.max_num_batched_tokens < engine.max_model_len
+        ):
             out.append(
                 f"engine.maxNumBatchedTokens ({engine.max_num_batched_tokens}) is below engine.maxModelLen"
                 f" ({engine.max_model_len}) with chunked prefill off: long prompts could never be scheduled"

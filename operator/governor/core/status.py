@@ -74,26 +74,40 @@ def now_iso() -> str:
 
 
 def set_condition(
-    conditions: list[dict[str, Any]], type: str, status: bool | None, reason: str, message: str,
-    generation: int | None, now: str,
+    conditions: list[dict[str, Any]],
+    type: str,
+    status: bool | None,
+    reason: str,
+    message: str,
+    generation: int | None,
+    now: str,
 ) -> list[dict[str, Any]]:
     """Return conditions with one replaced; lastTransitionTime only moves when the status flips."""
     value = "Unknown" if status is None else ("True" if status else "False")
     old = next((c for c in conditions if c.get("type") == type), None)
     since = old.get("lastTransitionTime") if old and old.get("status") == value else now
-    new = {"type": type, "status": value, "reason": reason, "message": message,
-           "lastTransitionTime": since or now, "observedGeneration": generation}
+    new = {
+        "type": type,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since or now,
+        "observedGeneration": generation,
+    }
     return [c for c in conditions if c.get("type") != type] + [new]
 
 
 def deployment_conditions(
-    deployment: dict[str, Any] | None, desired: int,
+    deployment: dict[str, Any] | None,
+    desired: int,
 ) -> list[tuple[str, bool, str, str]]:
     """Ready / Progressing / Degraded (type, status, reason, message) read from the Deployment. Pure."""
     if deployment is None:
-        return [("Ready", False, "DeploymentMissing", "the Deployment does not exist (yet)"),
-                ("Progressing", True, "Creating", "creating the Deployment"),
-                ("Degraded", False, "AsExpected", "")]
+        return [
+            ("Ready", False, "DeploymentMissing", "the Deployment does not exist (yet)"),
+            ("Progressing", True, "Creating", "creating the Deployment"),
+            ("Degraded", False, "AsExpected", ""),
+        ]
     st = deployment.get("status") or {}
     ready = int(st.get("readyReplicas") or 0)
     updated = int(st.get("updatedReplicas") or 0)
@@ -110,10 +124,14 @@ def deployment_conditions(
     else:
         out.append(("Ready", False, "ReplicasNotReady", f"{ready}/{desired} replicas ready"))
     rolling = (generation is not None and seen != generation) or updated < desired or ready < desired
-    out.append(("Progressing", rolling and not stalled,
-                "RollingOut" if rolling else "Stable",
-                f"{updated}/{desired} replicas updated, {ready} ready" if rolling
-                else "all replicas up to date"))
+    out.append(
+        (
+            "Progressing",
+            rolling and not stalled,
+            "RollingOut" if rolling else "Stable",
+            f"{updated}/{desired} replicas updated, {ready} ready" if rolling else "all replicas up to date",
+        )
+    )
     if stalled or failure:
         reason = "ProgressDeadlineExceeded" if stalled else "ReplicaFailure"
         cond = dconds.get("Progressing" if stalled else "ReplicaFailure", {})
@@ -206,8 +224,13 @@ def _material(status: Mapping[str, Any]) -> tuple[Any, ...]:
     conditions = sorted(
         (str(c.get("type")), c.get("status"), c.get("reason")) for c in status.get("conditions") or []
     )
-    return (conditions, *(status.get(k) for k in ("cap", "ceiling", "sloTargetMs", "mode", "desiredReplicas",
-                                                  "lastDecision")))
+    return (
+        conditions,
+        *(
+            status.get(k)
+            for k in ("cap", "ceiling", "sloTargetMs", "mode", "desiredReplicas", "lastDecision")
+        ),
+    )
 
 
 def loop_write_due(live_status: Mapping[str, Any], patch: Mapping[str, Any], refresh_ticks: int) -> bool:
@@ -234,12 +257,16 @@ def children_status(
     (None when nothing changed) and the Ready/Degraded flips, each (type, new status), for Events."""
     status = dict(live.get("status") or {})
     conditions = list(status.get("conditions") or [])
-    for kind, ok, why, message in deployment_conditions(dict(deployment) if deployment else None,
-                                                            isvc.replicas):
+    for kind, ok, why, message in deployment_conditions(
+        dict(deployment) if deployment else None, isvc.replicas
+    ):
         conditions = set_condition(conditions, kind, ok, why, message, generation, now)
     conditions = set_condition(conditions, "Invalid", False, "SpecValid", "", generation, now)
-    flips = [(c["type"], c["status"]) for kind in ("Ready", "Degraded")
-             if (c := condition_flip(status, {"conditions": conditions}, kind)) is not None]
+    flips = [
+        (c["type"], c["status"])
+        for kind in ("Ready", "Degraded")
+        if (c := condition_flip(status, {"conditions": conditions}, kind)) is not None
+    ]
     resolved = isvc.resolve()
     dstatus = (deployment or {}).get("status") or {}
     fields: dict[str, Any] = {
@@ -274,10 +301,9 @@ def invalid_status(live: Mapping[str, Any], message: str, generation: int | None
     return _dump(InferenceServiceStatus(conditions=conditions, observed_generation=generation))
 
 
-def condition_flip(
-    before: Mapping[str, Any], after: Mapping[str, Any], type: str
-) -> dict[str, Any] | None:
+def condition_flip(before: Mapping[str, Any], after: Mapping[str, Any], type: str) -> dict[str, Any] | None:
     """The condition `type` of `after` (a status or its patch) when its status differs from `before`'s."""
+
     def find(status: Mapping[str, Any]) -> dict[str, Any] | None:
         return next((c for c in status.get("conditions") or [] if c.get("type") == type), None)
 

@@ -34,7 +34,10 @@ CHILD_LABELS = {builders.LABEL_OWNER: kopf.PRESENT}
 # objects ticking every 5 s the thread hops of the index updates cost the operator ~10 % of its CPU (py-spy).
 @kopf.index(*ISVC)
 async def inferenceservices(
-    namespace: str | None, name: str, body: kopf.Body, **_: Any,
+    namespace: str | None,
+    name: str,
+    body: kopf.Body,
+    **_: Any,
 ) -> dict[tuple[str, str], Any]:
     """(namespace, name) → the object, for child events to find their owner without a LIST."""
     return {(namespace or "", name): copy.deepcopy(dict(body))}
@@ -45,7 +48,10 @@ async def inferenceservices(
 @kopf.index("v1", "secrets", labels=CHILD_LABELS)
 @kopf.index("policy", "v1", "poddisruptionbudgets", labels=CHILD_LABELS)
 async def children_present(
-    namespace: str | None, labels: Mapping[str, str], resource: kopf.Resource, **_: Any,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    resource: kopf.Resource,
+    **_: Any,
 ) -> dict[tuple[str, str], str]:
     """(namespace, owner) → the kinds of its children that exist (from the watches Kopf keeps anyway)."""
     return {(namespace or "", labels.get(builders.LABEL_OWNER, "")): resource.kind or resource.plural}
@@ -69,8 +75,13 @@ def release(name: str, namespace: str | None, memo: kopf.Memo, logger: kopf.Logg
 @kopf.on.event("v1", "secrets", labels=CHILD_LABELS)
 @kopf.on.event("policy", "v1", "poddisruptionbudgets", labels=CHILD_LABELS)
 async def child_changed(
-    type: str, labels: Mapping[str, str], namespace: str | None, memo: kopf.Memo, logger: kopf.Logger,
-    inferenceservices: kopf.Index[tuple[str, str], Any] | None = None, **_: Any,
+    type: str,
+    labels: Mapping[str, str],
+    namespace: str | None,
+    memo: kopf.Memo,
+    logger: kopf.Logger,
+    inferenceservices: kopf.Index[tuple[str, str], Any] | None = None,
+    **_: Any,
 ) -> None:
     """A child was edited or deleted (by hand, or its status moved): bring it back to the spec."""
     if type not in ("MODIFIED", "DELETED"):
@@ -102,8 +113,13 @@ INDEXED_KINDS = frozenset({"Deployment", "Service", "Secret", "PodDisruptionBudg
 # patch (the finalizer). ``idle``: never while the object is being edited (its handlers are at work then).
 @kopf.timer(*ISVC, interval=RESYNC_S, idle=RESYNC_S)
 async def resync(
-    body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, logger: kopf.Logger,
-    children_present: kopf.Index[tuple[str, str], str] | None = None, **_: Any,
+    body: kopf.Body,
+    namespace: str | None,
+    name: str,
+    memo: kopf.Memo,
+    logger: kopf.Logger,
+    children_present: kopf.Index[tuple[str, str], str] | None = None,
+    **_: Any,
 ) -> None:
     if body.metadata.get("deletionTimestamp"):
         return

@@ -57,7 +57,11 @@ async def governed_pods(  # async: no thread hop per pod event (see handlers.chi
 
 @kopf.index("v1", "secrets", labels={builders.LABEL_OWNER: kopf.PRESENT})
 async def admin_tokens(
-    namespace: str | None, name: str, labels: Mapping[str, str], body: kopf.Body, **_: Any,
+    namespace: str | None,
+    name: str,
+    labels: Mapping[str, str],
+    body: kopf.Body,
+    **_: Any,
 ) -> dict[tuple[str, str], str]:
     """(namespace, owner) → the engines' admin token, from the Secret watch Kopf keeps anyway: a tick reads
     no Secret (at 1,000 objects the once-a-minute reads were a quarter of the operator's API calls)."""

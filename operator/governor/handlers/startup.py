@@ -77,21 +77,33 @@ async def login(memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
     if explicit is not None:
         await ctx.kube.connect(explicit)
         return kopf.ConnectionInfo(
-            server=explicit.server, token=explicit.token, insecure=explicit.insecure,
-            ca_path=explicit.ca_path, ca_data=explicit.ca_data, certificate_path=explicit.cert_path,
-            certificate_data=explicit.cert_data, private_key_path=explicit.key_path,
+            server=explicit.server,
+            token=explicit.token,
+            insecure=explicit.insecure,
+            ca_path=explicit.ca_path,
+            ca_data=explicit.ca_data,
+            certificate_path=explicit.cert_path,
+            certificate_data=explicit.cert_data,
+            private_key_path=explicit.key_path,
             private_key_data=explicit.key_data,
         )
-    info: kopf.ConnectionInfo | None = (
-        kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
-    )
+    info: kopf.ConnectionInfo | None = kopf.login_with_service_account(
+        **kwargs
+    ) or kopf.login_with_kubeconfig(**kwargs)
     if info is not None:
-        await ctx.kube.connect(kube.Connection(
-            info.server, token=info.token, ca_path=_text(info.ca_path), ca_data=info.ca_data,
-            insecure=bool(info.insecure), cert_path=_text(info.certificate_path),
-            cert_data=info.certificate_data, key_path=_text(info.private_key_path),
-            key_data=info.private_key_data,
-        ))
+        await ctx.kube.connect(
+            kube.Connection(
+                info.server,
+                token=info.token,
+                ca_path=_text(info.ca_path),
+                ca_data=info.ca_data,
+                insecure=bool(info.insecure),
+                cert_path=_text(info.certificate_path),
+                cert_data=info.certificate_data,
+                key_path=_text(info.private_key_path),
+                key_data=info.private_key_data,
+            )
+        )
     return info
 
 

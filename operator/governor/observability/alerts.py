@@ -41,10 +41,45 @@ _PER_TOKEN = ("0.01", "0.025", "0.05", "0.075", "0.1", "0.15", "0.2", "0.3", "0.
 SLO_THRESHOLDS: dict[LatencyKind, tuple[str, ...]] = {
     LatencyKind.TPOT: _PER_TOKEN,
     LatencyKind.INTER_TOKEN: _PER_TOKEN,
-    LatencyKind.TTFT: ("0.01", "0.025", "0.05", "0.075", "0.1", "0.15", "0.2", "0.25", "0.3", "0.4", "0.5",
-                       "0.8", "1.0", "2.5", "5.0", "7.5", "10.0", "20.0", "30.0", "60.0", "120.0"),
-    LatencyKind.E2E: ("0.3", "0.5", "0.8", "1.0", "1.5", "2.0", "2.5", "5.0", "10.0", "15.0", "20.0", "30.0",
-                      "60.0", "120.0"),
+    LatencyKind.TTFT: (
+        "0.01",
+        "0.025",
+        "0.05",
+        "0.075",
+        "0.1",
+        "0.15",
+        "0.2",
+        "0.25",
+        "0.3",
+        "0.4",
+        "0.5",
+        "0.8",
+        "1.0",
+        "2.5",
+        "5.0",
+        "7.5",
+        "10.0",
+        "20.0",
+        "30.0",
+        "60.0",
+        "120.0",
+    ),
+    LatencyKind.E2E: (
+        "0.3",
+        "0.5",
+        "0.8",
+        "1.0",
+        "1.5",
+        "2.0",
+        "2.5",
+        "5.0",
+        "10.0",
+        "15.0",
+        "20.0",
+        "30.0",
+        "60.0",
+        "120.0",
+    ),
 }
 
 
@@ -144,10 +179,12 @@ def _groups(t: _Text) -> list[dict[str, Any]]:
     recording: list[dict[str, Any]] = []
     for window in SLO_WINDOWS:
         recording.append({"record": queries.error_ratio_record(window), "expr": _error_ratio(t, window)})
-        recording.append({
-            "record": queries.burn_rate_record(window),
-            "expr": f"{queries.error_ratio_record(window)} / (1 - {t.slo_objective})",
-        })
+        recording.append(
+            {
+                "record": queries.burn_rate_record(window),
+                "expr": f"{queries.error_ratio_record(window)} / (1 - {t.slo_objective})",
+            }
+        )
     slo_alerts: list[dict[str, Any]] = [
         {
             "alert": "VLLMGovernorErrorBudgetFastBurn",
@@ -156,8 +193,8 @@ def _groups(t: _Text) -> list[dict[str, Any]]:
             "annotations": {
                 "summary": _isvc("Latency SLO error budget burning fast for"),
                 "description": "Burn rate {{ $value | humanize }}x: at this pace the 30-day error budget "
-                               "of the latency SLO is gone within days. The cap loop acts first; check "
-                               "the cap and replica panels.",
+                "of the latency SLO is gone within days. The cap loop acts first; check "
+                "the cap and replica panels.",
             },
         },
         {
@@ -167,7 +204,7 @@ def _groups(t: _Text) -> list[dict[str, Any]]:
             "annotations": {
                 "summary": _isvc("Latency SLO error budget burning slowly for"),
                 "description": "Burn rate {{ $value | humanize }}x over days: the latency SLO will be missed "
-                               "this month at this pace.",
+                "this month at this pace.",
             },
         },
     ]
@@ -181,7 +218,7 @@ def _groups(t: _Text) -> list[dict[str, Any]]:
             "annotations": {
                 "summary": _isvc("Requests queue too long for"),
                 "description": "Queue-time P95 is {{ $value | humanizeDuration }}: the engines admit less "
-                               "than arrives. A replica is asked for (alert-driven autoscaling).",
+                "than arrives. A replica is asked for (alert-driven autoscaling).",
             },
         },
         {
@@ -197,7 +234,7 @@ def _groups(t: _Text) -> list[dict[str, Any]]:
             "annotations": {
                 "summary": _isvc("Cap pinned at its floor and the SLO still missed for"),
                 "description": "The cap cannot go lower: vertical scaling is exhausted. "
-                               "A replica is asked for.",
+                "A replica is asked for.",
             },
         },
         {
@@ -212,7 +249,7 @@ def _groups(t: _Text) -> list[dict[str, Any]]:
             "annotations": {
                 "summary": _isvc("Sustained headroom on"),
                 "description": "Cap utilisation {{ $value | humanizePercentage }} with an empty queue: one "
-                               "replica fewer would do (scale-in once no scale-out alert is firing).",
+                "replica fewer would do (scale-in once no scale-out alert is firing).",
             },
         },
     ]
@@ -225,23 +262,21 @@ def _groups(t: _Text) -> list[dict[str, Any]]:
             "annotations": {
                 "summary": "The vLLM Governor operator exports no metrics",
                 "description": "Prometheus scrapes no governor_* series: the operator is down or its "
-                               "ServiceMonitor does not match. Caps and replicas are frozen meanwhile.",
+                "ServiceMonitor does not match. Caps and replicas are frozen meanwhile.",
             },
         },
         {
             "alert": "VLLMGovernorRuntimeMetricsAbsent",
             "expr": (
-                f"max by ({by}) ({signals.OP_CAP})\n"
-                f"unless on ({by})\n"
-                f"max by ({by}) ({signals.RUNTIME_CAP})"
+                f"max by ({by}) ({signals.OP_CAP})\nunless on ({by})\nmax by ({by}) ({signals.RUNTIME_CAP})"
             ),
             "for": t.metrics_absent_for,
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": _isvc("No runtime metrics from"),
                 "description": "The operator governs this InferenceService but Prometheus holds no "
-                               f"{signals.RUNTIME_CAP} for it: the pods are down, the runtime plugin is not "
-                               "loaded, or the PodMonitor does not match. The cap loop is blind.",
+                f"{signals.RUNTIME_CAP} for it: the pods are down, the runtime plugin is not "
+                "loaded, or the PodMonitor does not match. The cap loop is blind.",
             },
         },
     ]
@@ -306,7 +341,7 @@ def helm_prometheusrule_template() -> str:
         "kind: PrometheusRule\n"
         "metadata:\n"
         '  name: {{ include "vllm-governor.fullname" . }}\n'
-        '  namespace: {{ .Release.Namespace }}\n'
+        "  namespace: {{ .Release.Namespace }}\n"
         "  labels:\n"
         '    {{- include "vllm-governor.labels" . | nindent 4 }}\n'
         "    {{- with .Values.prometheusRule.labels }}\n"

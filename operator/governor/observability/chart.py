@@ -49,66 +49,90 @@ def values_schema() -> dict[str, Any]:
     return {
         "$schema": "https://json-schema.org/draft-07/schema#",
         "title": "vllm-governor chart values",
-        **_object({
-            "image": _object({
-                "repository": {"type": "string", "minLength": 1},
-                "tag": {"type": "string"},
-                "digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
-                "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
-            }, ("repository",)),
-            "imagePullSecrets": {"type": "array", "items": {"type": "object"}},
-            "nameOverride": {"type": "string"},
-            "fullnameOverride": {"type": "string"},
-            "watchNamespaces": {"type": "array", "items": {"type": "string", "minLength": 1}},
-            "serviceAccount": _object({
-                "create": {"type": "boolean"},
-                "name": {"type": "string"},
-                "annotations": _LABELS,
-            }),
-            "rbac": _object({"create": {"type": "boolean"}}),
-            "resources": {"type": "object"},
-            "podAnnotations": _LABELS,
-            "nodeSelector": _LABELS,
-            "tolerations": {"type": "array", "items": {"type": "object"}},
-            "affinity": {"type": "object"},
-            "extraEnv": {"type": "array", "items": {"type": "object", "required": ["name"]}},
-            "probes": _object({"port": _PORT}),
-            "metrics": _object({"port": _PORT}),
-            "webhook": _object({
-                "enabled": {"type": "boolean"},
-                "port": _PORT,
-                "repeatAfterSeconds": {"type": "integer", "minimum": 0},
-                "auth": _object({
-                    "token": {"type": "string"},
-                    "existingSecret": {"type": "string"},
-                    "secretKey": {"type": "string", "minLength": 1},
-                }),
-            }),
-            "networkPolicy": _object({"enabled": {"type": "boolean"},
-                                      "ingressFrom": {"type": "array", "items": {"type": "object"}}}),
-            "serviceMonitor": _object({"enabled": {"type": "boolean"}, "interval": _DURATION,
-                                       "labels": _LABELS}),
-            "podMonitor": _object({"enabled": {"type": "boolean"}, "interval": _DURATION, "labels": _LABELS}),
-            "prometheusRule": _object({"enabled": {"type": "boolean"}, "labels": _LABELS}),
-            "alerts": _object({
-                "slo": _slo(),
-                "queueTimeP95Seconds": _NUMBER_STRING,
-                "headroom": _object({"utilisation": _NUMBER_STRING}),
-                "for": _object({
-                    "queueSaturated": _DURATION,
-                    "capAtFloor": _DURATION,
-                    "headroom": _DURATION,
-                    "metricsAbsent": _DURATION,
-                }),
-            }),
-            "dashboards": _object({
-                "enabled": {"type": "boolean"},
-                "sidecarLabel": {"type": "string", "minLength": 1},
-                "sidecarLabelValue": {"type": "string"},
-                "namespace": {"type": "string"},
-                "folder": {"type": "string"},
-            }),
-        }),
+        **_object(
+            {
+                "image": _object(
+                    {
+                        "repository": {"type": "string", "minLength": 1},
+                        "tag": {"type": "string"},
+                        "digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
+                        "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+                    },
+                    ("repository",),
+                ),
+                "imagePullSecrets": {"type": "array", "items": {"type": "object"}},
+                "nameOverride": {"type": "string"},
+                "fullnameOverride": {"type": "string"},
+                "watchNamespaces": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                "serviceAccount": _object(
+                    {
+                        "create": {"type": "boolean"},
+                        "name": {"type": "string"},
+                        "annotations": _LABELS,
+                    }
+                ),
+                "rbac": _object({"create": {"type": "boolean"}}),
+                "resources": {"type": "object"},
+                "podAnnotations": _LABELS,
+                "nodeSelector": _LABELS,
+                "tolerations": {"type": "array", "items": {"type": "object"}},
+                "affinity": {"type": "object"},
+                "extraEnv": {"type": "array", "items": {"type": "object", "required": ["name"]}},
+                "probes": _object({"port": _PORT}),
+                "metrics": _object({"port": _PORT}),
+                "webhook": _object(
+                    {
+                        "enabled": {"type": "boolean"},
+                        "port": _PORT,
+                        "repeatAfterSeconds": {"type": "integer", "minimum": 0},
+                        "auth": _object(
+                            {
+                                "token": {"type": "string"},
+                                "existingSecret": {"type": "string"},
+                                "secretKey": {"type": "string", "minLength": 1},
+                            }
+                        ),
+                    }
+                ),
+                "networkPolicy": _object(
+                    {
+                        "enabled": {"type": "boolean"},
+                        "ingressFrom": {"type": "array", "items": {"type": "object"}},
+                    }
+                ),
+                "serviceMonitor": _object(
+                    {"enabled": {"type": "boolean"}, "interval": _DURATION, "labels": _LABELS}
+                ),
+                "podMonitor": _object(
+                    {"enabled": {"type": "boolean"}, "interval": _DURATION, "labels": _LABELS}
+                ),
+                "prometheusRule": _object({"enabled": {"type": "boolean"}, "labels": _LABELS}),
+                "alerts": _object(
+                    {
+                        "slo": _slo(),
+                        "queueTimeP95Seconds": _NUMBER_STRING,
+                        "headroom": _object({"utilisation": _NUMBER_STRING}),
+                        "for": _object(
+                            {
+                                "queueSaturated": _DURATION,
+                                "capAtFloor": _DURATION,
+                                "headroom": _DURATION,
+                                "metricsAbsent": _DURATION,
+                            }
+                        ),
+                    }
+                ),
+                "dashboards": _object(
+                    {
+                        "enabled": {"type": "boolean"},
+                        "sidecarLabel": {"type": "string", "minLength": 1},
+                        "sidecarLabelValue": {"type": "string"},
+                        "namespace": {"type": "string"},
+                        "folder": {"type": "string"},
+                    }
+                ),
+            }
+        ),
     }
 
 

@@ -74,132 +74,149 @@ def _latency_panel(kind: LatencyKind) -> Panel:
 
 def rows() -> tuple[Row, ...]:
     return (
-        Row("SLO", (
-            Panel(
-                title="Governed latency: P99 vs SLO",
-                description="What the control law sees: the P99 it measured, the EWMA-smoothed P99 it "
-                            "acts on, and the SLO target from the InferenceService.",
-                targets=(
-                    Target(q.operator(signals.OP_P99), "P99 observed"),
-                    Target(q.operator(signals.OP_P99_SMOOTHED), "P99 smoothed"),
-                    Target(q.operator(signals.OP_SLO_TARGET), "SLO target"),
+        Row(
+            "SLO",
+            (
+                Panel(
+                    title="Governed latency: P99 vs SLO",
+                    description="What the control law sees: the P99 it measured, the EWMA-smoothed P99 it "
+                    "acts on, and the SLO target from the InferenceService.",
+                    targets=(
+                        Target(q.operator(signals.OP_P99), "P99 observed"),
+                        Target(q.operator(signals.OP_P99_SMOOTHED), "P99 smoothed"),
+                        Target(q.operator(signals.OP_SLO_TARGET), "SLO target"),
+                    ),
+                    unit="s",
                 ),
-                unit="s",
-            ),
-            Panel(
-                title="Error-budget burn rate",
-                description="Error ratio over the window divided by the budget (1 - objective). 1x "
-                            "spends the budget exactly over 30 days; the fast-burn alert fires above 14.4x "
-                            "(1 h and 5 m), the slow-burn alert above 1x (3 d and 6 h).",
-                targets=tuple(Target(q.burn_rate(w), w) for w in ("5m", "1h", "6h", "3d")),
-                unit="x",
-                thresholds=((None, "green"), (1.0, "orange"), (14.4, "red")),
-            ),
-            *(_latency_panel(kind) for kind in (LatencyKind.E2E, LatencyKind.TTFT,
-                                               LatencyKind.INTER_TOKEN, LatencyKind.TPOT)),
-        )),
-        Row("Cap", (
-            Panel(
-                title="Cap vs ceiling",
-                description="The live admission cap held by the engines (lowest over pods), the cap the "
-                            "operator decided, and the startup ceiling (max_num_seqs) it can never exceed.",
-                targets=(
-                    Target(q.lowest(signals.RUNTIME_CAP), "cap (engines)"),
-                    Target(q.operator(signals.OP_CAP), "cap (operator)"),
-                    Target(q.lowest(signals.RUNTIME_CEILING), "ceiling"),
+                Panel(
+                    title="Error-budget burn rate",
+                    description="Error ratio over the window divided by the budget (1 - objective). 1x "
+                    "spends the budget exactly over 30 days; the fast-burn alert fires above 14.4x "
+                    "(1 h and 5 m), the slow-burn alert above 1x (3 d and 6 h).",
+                    targets=tuple(Target(q.burn_rate(w), w) for w in ("5m", "1h", "6h", "3d")),
+                    unit="x",
+                    thresholds=((None, "green"), (1.0, "orange"), (14.4, "red")),
                 ),
-                width=8,
-            ),
-            Panel(
-                title="Cap utilisation",
-                description="Running requests / cap over all pods. Below 20 % the cap is not the bottleneck "
-                            "(seed 001 §4.2): raising it will not help, and replicas may be spare.",
-                targets=(Target(q.cap_utilisation(), "running / cap"),),
-                unit="percentunit",
-                kind="stat",
-                thresholds=((None, "orange"), (0.2, "green")),
-                width=4,
-            ),
-            Panel(
-                title="Running requests vs cap",
-                targets=(
-                    Target(q.total(signals.RUNNING), "running"),
-                    Target(q.total(signals.RUNTIME_CAP), "cap (sum over pods)"),
+                *(
+                    _latency_panel(kind)
+                    for kind in (LatencyKind.E2E, LatencyKind.TTFT, LatencyKind.INTER_TOKEN, LatencyKind.TPOT)
                 ),
-                width=12,
             ),
-        )),
-        Row("Queue", (
-            Panel(
-                title="Queue depth",
-                targets=(Target(q.total(signals.WAITING), "waiting"),),
-                width=8,
-            ),
-            Panel(
-                title="Queue time P95",
-                description="Time requests wait before they are scheduled. Above 2 s the queue, not the "
-                            "engine, dominates latency (seed 001 §4.2): a replica is the lever, not the cap.",
-                targets=(Target(q.queue_time_p95(), "queue time P95"),),
-                unit="s",
-                thresholds=((None, "green"), (2.0, "red")),
-                width=8,
-                extra_defaults={"custom": {"thresholdsStyle": {"mode": "line"}}},
-            ),
-            Panel(
-                title="Queue time P95 now",
-                targets=(Target(q.queue_time_p95(), "P95"),),
-                unit="s",
-                kind="stat",
-                thresholds=((None, "green"), (2.0, "red")),
-                width=8,
-            ),
-        )),
-        Row("Engine", (
-            Panel(
-                title="Throughput",
-                targets=(
-                    Target(q.per_second(signals.GENERATION_TOKENS), "generated tokens/s"),
-                    Target(q.per_second(signals.PROMPT_TOKENS), "prompt tokens/s"),
-                    Target(q.per_second(signals.REQUEST_SUCCESS), "requests/s"),
+        ),
+        Row(
+            "Cap",
+            (
+                Panel(
+                    title="Cap vs ceiling",
+                    description="The live admission cap held by the engines (lowest over pods), the cap the "
+                    "operator decided, and the startup ceiling (max_num_seqs) it can never exceed.",
+                    targets=(
+                        Target(q.lowest(signals.RUNTIME_CAP), "cap (engines)"),
+                        Target(q.operator(signals.OP_CAP), "cap (operator)"),
+                        Target(q.lowest(signals.RUNTIME_CEILING), "ceiling"),
+                    ),
+                    width=8,
                 ),
-                unit="short",
-                width=8,
-            ),
-            Panel(
-                title="KV-cache usage",
-                targets=(Target(q.highest(signals.KV_CACHE_USAGE), "highest pod"),),
-                unit="percentunit",
-                thresholds=((None, "green"), (0.9, "red")),
-                width=8,
-            ),
-            Panel(
-                title="Preemptions",
-                description="Requests evicted for lack of KV-cache blocks; a cap that only drains never "
-                            "preempts, so these mean memory, not the cap, binds.",
-                targets=(Target(q.per_second(signals.PREEMPTIONS), "preemptions/s"),),
-                width=8,
-            ),
-            Panel(
-                title="Prompt length P95 (runtime, 60 s window)",
-                targets=(
-                    Target(q.highest(signals.RUNTIME_PROMPT_P95), "prompt tokens P95"),
-                    Target(q.per_second(signals.RUNTIME_LONG_PROMPTS), "long prompts/s (> 1.3 x P95)"),
+                Panel(
+                    title="Cap utilisation",
+                    description="Running requests / cap over all pods. Below 20 % the cap is not the "
+                    "bottleneck (seed 001 §4.2): raising it will not help, and replicas may be spare.",
+                    targets=(Target(q.cap_utilisation(), "running / cap"),),
+                    unit="percentunit",
+                    kind="stat",
+                    thresholds=((None, "orange"), (0.2, "green")),
+                    width=4,
                 ),
-                width=12,
-            ),
-        )),
-        Row("Replicas", (
-            Panel(
-                title="Replicas desired / ready",
-                description="Desired: what the replica planner wants (also exported for HPA/KEDA). "
-                            "Ready: engine pods Prometheus scrapes.",
-                targets=(
-                    Target(q.operator(signals.OP_DESIRED_REPLICAS), "desired"),
-                    Target(q.ready_replicas(), "ready (scraped)"),
+                Panel(
+                    title="Running requests vs cap",
+                    targets=(
+                        Target(q.total(signals.RUNNING), "running"),
+                        Target(q.total(signals.RUNTIME_CAP), "cap (sum over pods)"),
+                    ),
+                    width=12,
                 ),
-                width=12,
             ),
-        )),
+        ),
+        Row(
+            "Queue",
+            (
+                Panel(
+                    title="Queue depth",
+                    targets=(Target(q.total(signals.WAITING), "waiting"),),
+                    width=8,
+                ),
+                Panel(
+                    title="Queue time P95",
+                    description="Time requests wait before they are scheduled. Above 2 s the queue, not the "
+                    "engine, dominates latency (seed 001 §4.2): a replica is the lever, not the cap.",
+                    targets=(Target(q.queue_time_p95(), "queue time P95"),),
+                    unit="s",
+                    thresholds=((None, "green"), (2.0, "red")),
+                    width=8,
+                    extra_defaults={"custom": {"thresholdsStyle": {"mode": "line"}}},
+                ),
+                Panel(
+                    title="Queue time P95 now",
+                    targets=(Target(q.queue_time_p95(), "P95"),),
+                    unit="s",
+                    kind="stat",
+                    thresholds=((None, "green"), (2.0, "red")),
+                    width=8,
+                ),
+            ),
+        ),
+        Row(
+            "Engine",
+            (
+                Panel(
+                    title="Throughput",
+                    targets=(
+                        Target(q.per_second(signals.GENERATION_TOKENS), "generated tokens/s"),
+                        Target(q.per_second(signals.PROMPT_TOKENS), "prompt tokens/s"),
+                        Target(q.per_second(signals.REQUEST_SUCCESS), "requests/s"),
+                    ),
+                    unit="short",
+                    width=8,
+                ),
+                Panel(
+                    title="KV-cache usage",
+                    targets=(Target(q.highest(signals.KV_CACHE_USAGE), "highest pod"),),
+                    unit="percentunit",
+                    thresholds=((None, "green"), (0.9, "red")),
+                    width=8,
+                ),
+                Panel(
+                    title="Preemptions",
+                    description="Requests evicted for lack of KV-cache blocks; a cap that only drains never "
+                    "preempts, so these mean memory, not the cap, binds.",
+                    targets=(Target(q.per_second(signals.PREEMPTIONS), "preemptions/s"),),
+                    width=8,
+                ),
+                Panel(
+                    title="Prompt length P95 (runtime, 60 s window)",
+                    targets=(
+                        Target(q.highest(signals.RUNTIME_PROMPT_P95), "prompt tokens P95"),
+                        Target(q.per_second(signals.RUNTIME_LONG_PROMPTS), "long prompts/s (> 1.3 x P95)"),
+                    ),
+                    width=12,
+                ),
+            ),
+        ),
+        Row(
+            "Replicas",
+            (
+                Panel(
+                    title="Replicas desired / ready",
+                    description="Desired: what the replica planner wants (also exported for HPA/KEDA). "
+                    "Ready: engine pods Prometheus scrapes.",
+                    targets=(
+                        Target(q.operator(signals.OP_DESIRED_REPLICAS), "desired"),
+                        Target(q.ready_replicas(), "ready (scraped)"),
+                    ),
+                    width=12,
+                ),
+            ),
+        ),
     )
 
 
@@ -295,11 +312,17 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         ],
     }
     if panel.kind == "stat":
-        body["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                           "colorMode": "background", "graphMode": "area", "textMode": "auto"}
+        body["options"] = {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "background",
+            "graphMode": "area",
+            "textMode": "auto",
+        }
     else:
-        body["options"] = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-                           "tooltip": {"mode": "multi", "sort": "none"}}
+        body["options"] = {
+            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+            "tooltip": {"mode": "multi", "sort": "none"},
+        }
     return body
 
 
@@ -308,8 +331,16 @@ def governor_dashboard() -> dict[str, Any]:
     panel_id = 1
     y = 0
     for row in rows():
-        panels.append({"id": panel_id, "type": "row", "title": row.title, "collapsed": False,
-                       "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []})
+        panels.append(
+            {
+                "id": panel_id,
+                "type": "row",
+                "title": row.title,
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
+                "panels": [],
+            }
+        )
         panel_id += 1
         y += 1
         x = 0
@@ -326,7 +357,7 @@ def governor_dashboard() -> dict[str, Any]:
         "uid": "vllm-governor",
         "title": "vLLM Governor",
         "description": "SLO, cap, queue, engine and replicas of one InferenceService governed by "
-                       "vLLM Governor.",
+        "vLLM Governor.",
         "tags": ["vllm", "vllm-governor", "slo"],
         "schemaVersion": SCHEMA_VERSION,
         "version": 1,
@@ -338,31 +369,33 @@ def governor_dashboard() -> dict[str, Any]:
         "fiscalYearStartMonth": 0,
         "liveNow": False,
         "links": [],
-        "annotations": {"list": [
-            {
-                "builtIn": 1,
-                "datasource": {"type": "grafana", "uid": "-- Grafana --"},
-                "enable": True,
-                "hide": True,
-                "iconColor": "rgba(0, 211, 255, 1)",
-                "name": "Annotations & Alerts",
-                "type": "dashboard",
-            },
-            *(
+        "annotations": {
+            "list": [
                 {
-                    "name": a.name,
-                    "datasource": DATASOURCE,
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
                     "enable": True,
-                    "iconColor": a.color,
-                    "expr": a.expr,
-                    "step": "30s",
-                    "titleFormat": a.title,
-                    "textFormat": a.text,
-                    "useValueForTime": False,
-                }
-                for a in cap_annotations()
-            ),
-        ]},
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                },
+                *(
+                    {
+                        "name": a.name,
+                        "datasource": DATASOURCE,
+                        "enable": True,
+                        "iconColor": a.color,
+                        "expr": a.expr,
+                        "step": "30s",
+                        "titleFormat": a.title,
+                        "textFormat": a.text,
+                        "useValueForTime": False,
+                    }
+                    for a in cap_annotations()
+                ),
+            ]
+        },
         "templating": {"list": _variables()},
         "panels": panels,
     }

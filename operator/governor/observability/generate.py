@@ -42,11 +42,17 @@ def generated_files(root: Path) -> dict[Path, str]:
 
 def stale_files(root: Path, files: Mapping[Path, str]) -> list[Path]:
     """Generated files that differ from the source, plus chart copies whose source is gone."""
-    stale = [path for path, text in files.items()
-             if not (root / path).is_file() or (root / path).read_text() != text]
+    stale = [
+        path
+        for path, text in files.items()
+        if not (root / path).is_file() or (root / path).read_text() != text
+    ]
     for folder, pattern in ((CHART / "crds", "*.yaml"), (CHART / "dashboards", "*.json")):
-        stale += [p.relative_to(root) for p in sorted((root / folder).glob(pattern))
-                  if p.relative_to(root) not in files]
+        stale += [
+            p.relative_to(root)
+            for p in sorted((root / folder).glob(pattern))
+            if p.relative_to(root) not in files
+        ]
     return stale
 
 

@@ -30,10 +30,16 @@ def engine_relabel_configs() -> list[dict[str, Any]]:
     """kubernetes_sd (role: pod) relabelling of engine pods: keep governed pods' http port, label them."""
     isvc = _sd_label(ISVC_POD_LABEL)
     return [
-        {"source_labels": [_sd_label(ISVC_POD_LABEL, "__meta_kubernetes_pod_labelpresent_")], "regex": "true",
-         "action": "keep"},
-        {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": ENGINE_PORT_NAME,
-         "action": "keep"},
+        {
+            "source_labels": [_sd_label(ISVC_POD_LABEL, "__meta_kubernetes_pod_labelpresent_")],
+            "regex": "true",
+            "action": "keep",
+        },
+        {
+            "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+            "regex": ENGINE_PORT_NAME,
+            "action": "keep",
+        },
         {"source_labels": ["__meta_kubernetes_namespace"], "target_label": NAMESPACE_LABEL},
         {"source_labels": [isvc], "target_label": ISVC_LABEL},
         {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
@@ -73,10 +79,16 @@ def kubernetes_scrape_configs(interval: str = "15s") -> list[dict[str, Any]]:
             "honor_labels": True,
             "kubernetes_sd_configs": [{"role": "pod"}],
             "relabel_configs": [
-                {"source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"],
-                 "regex": "vllm-governor", "action": "keep"},
-                {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": OPERATOR_PORT_NAME,
-                 "action": "keep"},
+                {
+                    "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"],
+                    "regex": "vllm-governor",
+                    "action": "keep",
+                },
+                {
+                    "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                    "regex": OPERATOR_PORT_NAME,
+                    "action": "keep",
+                },
             ],
             "metric_relabel_configs": operator_metric_relabel_configs(),
         },
@@ -96,12 +108,16 @@ def static_scrape_configs(
         {
             "job_name": "vllm-governor-engines",
             "scrape_interval": interval,
-            "static_configs": [{
-                "targets": engine_targets,
-                "labels": {
-                    NAMESPACE_LABEL: namespace, ISVC_LABEL: inferenceservice, "pod": f"{inferenceservice}-0",
-                },
-            }],
+            "static_configs": [
+                {
+                    "targets": engine_targets,
+                    "labels": {
+                        NAMESPACE_LABEL: namespace,
+                        ISVC_LABEL: inferenceservice,
+                        "pod": f"{inferenceservice}-0",
+                    },
+                }
+            ],
         },
         {
             "job_name": "vllm-governor-operator",

@@ -71,30 +71,44 @@ class Receiver:
     async def handle(self, request: web.Request) -> web.Response:
         try:
             if not self.config.token:
-                raise alerts.WebhookError(503, "unconfigured", "no webhook token configured: every request "
-                                          "is refused (set GOVERNOR_WEBHOOK_TOKEN or _TOKEN_FILE)")
+                raise alerts.WebhookError(
+                    503,
+                    "unconfigured",
+                    "no webhook token configured: every request "
+                    "is refused (set GOVERNOR_WEBHOOK_TOKEN or _TOKEN_FILE)",
+                )
             if not alerts.authorized(request.headers.get("Authorization"), self.config.token):
-                raise alerts.WebhookError(401, "unauthorized", "missing or wrong credentials (Authorization: "
-                                          "Bearer <token> from the webhook Secret)")
+                raise alerts.WebhookError(
+                    401,
+                    "unauthorized",
+                    "missing or wrong credentials (Authorization: Bearer <token> from the webhook Secret)",
+                )
             body = await request.content.read(alerts.MAX_BODY_BYTES + 1)
             notification = alerts.parse(body, request.headers.get("Content-Type"))
         except alerts.WebhookError as error:
             logger.warning("Alertmanager webhook refused: %s", error.message)
             return web.json_response(error.body(), status=error.status)
         async with self.lock:  # notifications are decided one at a time: the state is shared
-            decision = alerts.decide(self.state, notification, self.config.clock(),
-                                     self.config.repeat_after_s)
+            decision = alerts.decide(
+                self.state, notification, self.config.clock(), self.config.repeat_after_s
+            )
             self.state = decision.state
             results = [await self._apply(step) for step in decision.steps]
-        return web.json_response({
-            "receiver": notification.receiver,
-            "steps": results,
-            "skipped": [{"alert": s.alertname, "why": s.why} for s in decision.skipped],
-        })
+        return web.json_response(
+            {
+                "receiver": notification.receiver,
+                "steps": results,
+                "skipped": [{"alert": s.alertname, "why": s.why} for s in decision.skipped],
+            }
+        )
 
     async def _apply(self, step: alerts.Step) -> dict[str, Any]:
-        result: dict[str, Any] = {"namespace": step.namespace, "name": step.name,
-                                  "direction": step.direction, "reason": step.reason}
+        result: dict[str, Any] = {
+            "namespace": step.namespace,
+            "name": step.name,
+            "direction": step.direction,
+            "reason": step.reason,
+        }
         body = await self.kube.get_inferenceservice(step.namespace, step.name)
         refusal = _refusal(body)
         if refusal:
@@ -102,8 +116,9 @@ class Receiver:
             return result
         assert body is not None
         try:
-            answer = await self.request_scale(step.namespace, step.name, step.direction, alerts.SOURCE,
-                                              step.reason)
+            answer = await self.request_scale(
+                step.namespace, step.name, step.direction, alerts.SOURCE, step.reason
+            )
         except Exception as error:  # the planner's failure is reported, not raised into Alertmanager's retry
             logger.exception("replica planner failed for %s/%s", step.namespace, step.name)
             result["outcome"] = f"error: {error}"
@@ -111,11 +126,22 @@ class Receiver:
         outcome = "ignored: not autoscaled" if answer is None else str(getattr(answer, "reason", answer))
         result["outcome"] = outcome
         verb = "out" if step.direction > 0 else "in"
-        await self.kube.update_inferenceservice_status(step.namespace, step.name, lambda _: {"alertmanager": {
-            "lastStep": {"time": status.now_iso(), "direction": step.direction, "reason": step.reason,
-                         "alerts": list(step.alerts), "outcome": outcome,
-                         "message": f"Alertmanager asked to scale {verb} by one ({step.reason}): {outcome}"},
-        }})
+        await self.kube.update_inferenceservice_status(
+            step.namespace,
+            step.name,
+            lambda _: {
+                "alertmanager": {
+                    "lastStep": {
+                        "time": status.now_iso(),
+                        "direction": step.direction,
+                        "reason": step.reason,
+                        "alerts": list(step.alerts),
+                        "outcome": outcome,
+                        "message": f"Alertmanager asked to scale {verb} by one ({step.reason}): {outcome}",
+                    },
+                }
+            },
+        )
         return result
 
 

@@ -202,13 +202,20 @@ class ClusterEdges:
                 if needed is None:
                     return None
                 step = await self.ctx.replicas.request_scale(
-                    namespace, name, 1, "demand", "arrivals above the replicas' capacity", wanted=needed,
+                    namespace,
+                    name,
+                    1,
+                    "demand",
+                    "arrivals above the replicas' capacity",
+                    wanted=needed,
                     known=self.body,
                 )
                 return None if step is None else step.replicas
             memory, sample = self.ctx.demands.get(self.key), self.sample
-            capacity = None if memory is None or sample is None else demand.sizing_capacity(
-                memory, sample, self.cfg.slo_target_s, wish
+            capacity = (
+                None
+                if memory is None or sample is None
+                else demand.sizing_capacity(memory, sample, self.cfg.slo_target_s, wish)
             )
             wanted, load_after = size_request(  # readings are per pod: the planner sizes from totals
                 wish,
@@ -221,7 +228,13 @@ class ClusterEdges:
                 down_load=StepLimits().down_load,
             )
             step = await self.ctx.replicas.request_scale(
-                namespace, name, wish, "law", decision.detail, wanted=wanted, load_after=load_after,
+                namespace,
+                name,
+                wish,
+                "law",
+                decision.detail,
+                wanted=wanted,
+                load_after=load_after,
                 known=self.body,
             )
         except kube.KubeError as exc:

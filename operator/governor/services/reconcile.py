@@ -71,13 +71,12 @@ class Reconciler:
                 raise kopf.TemporaryError(f"Kubernetes API: {error}", delay=10) from None
         opmetrics.RECONCILES.labels(**labels, trigger=trigger, result="ok").inc()
 
-    async def _apply_children(
-        self, body: Mapping[str, Any], isvc: api.InferenceServiceSpec
-    ) -> list[Outcome]:
+    async def _apply_children(self, body: Mapping[str, Any], isvc: api.InferenceServiceSpec) -> list[Outcome]:
         meta = body["metadata"]
         owner = builders.Owner(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
         token, secret = await self.kube.ensure_secret(
-            lambda token: builders.build_admin_secret(owner, token), builders.TOKEN_KEY,
+            lambda token: builders.build_admin_secret(owner, token),
+            builders.TOKEN_KEY,
             lambda: secrets.token_urlsafe(32),
         )
         wanted = isvc.monitoring.pod_monitor != "disabled"
@@ -85,8 +84,9 @@ class Reconciler:
         if isvc.monitoring.pod_monitor == "enabled" and not monitoring:
             message = f"{MONITORING_GROUP} is not installed: pods carry prometheus.io scrape annotations"
             kopf.warn(_ref(body), reason="NoPodMonitorAPI", message=message)
-        children = builders.build_children(owner, isvc, admin_token_hash=builders.token_hash(token),
-                                           monitoring_api=monitoring)
+        children = builders.build_children(
+            owner, isvc, admin_token_hash=builders.token_hash(token), monitoring_api=monitoring
+        )
         outcomes = [secret]
         for manifest in children:
             outcomes.append(await self.kube.ensure(manifest))
@@ -120,8 +120,14 @@ _EVENT_REASONS = {
 }
 
 
-async def _report(client: Kube, body: dict[str, Any], isvc: api.InferenceServiceSpec,
-                  outcomes: list[Outcome], *, trigger: str) -> None:
+async def _report(
+    client: Kube,
+    body: dict[str, Any],
+    isvc: api.InferenceServiceSpec,
+    outcomes: list[Outcome],
+    *,
+    trigger: str,
+) -> None:
     for outcome in outcomes:
         if outcome.action == "unchanged":
             continue
@@ -134,8 +140,12 @@ async def _report(client: Kube, body: dict[str, Any], isvc: api.InferenceService
 
     def change(live: Mapping[str, Any]) -> dict[str, Any] | None:
         patch, flipped = status_builders.children_status(
-            live, isvc=isvc, deployment=deployment, selector=builders.selector_string(meta["name"]),
-            generation=meta.get("generation"), now=status_builders.now_iso(),
+            live,
+            isvc=isvc,
+            deployment=deployment,
+            selector=builders.selector_string(meta["name"]),
+            generation=meta.get("generation"),
+            now=status_builders.now_iso(),
         )
         flips[:] = flipped
         return patch
@@ -143,8 +153,9 @@ async def _report(client: Kube, body: dict[str, Any], isvc: api.InferenceService
     await client.update_inferenceservice_status(meta["namespace"], meta["name"], change)
     for kind, value in flips:
         if kind == "Ready":
-            kopf.info(_ref(body), reason="Ready" if value == "True" else "NotReady",
-                      message=f"Ready is now {value}")
+            kopf.info(
+                _ref(body), reason="Ready" if value == "True" else "NotReady", message=f"Ready is now {value}"
+            )
         elif value == "True":
             kopf.warn(_ref(body), reason="Degraded", message="the Deployment is not progressing")
 
@@ -153,7 +164,8 @@ async def _report_invalid(client: Kube, body: dict[str, Any], message: str) -> N
     meta = body["metadata"]
     kopf.warn(_ref(body), reason="InvalidSpec", message=message)
     await client.update_inferenceservice_status(
-        meta["namespace"], meta["name"],
+        meta["namespace"],
+        meta["name"],
         lambda live: status_builders.invalid_status(
             live, message, meta.get("generation"), status_builders.now_iso()
         ),

@@ -117,8 +117,10 @@ class ReplicaWriter:
         first = known if known is not None and (known.get("metadata") or {}).get("resourceVersion") else None
         async with self._locks[key]:
             for attempt in range(ATTEMPTS):
-                obj = first if attempt == 0 and first is not None else await self.kube.get_inferenceservice(
-                    namespace, name
+                obj = (
+                    first
+                    if attempt == 0 and first is not None
+                    else await self.kube.get_inferenceservice(namespace, name)
                 )
                 if obj is None:
                     self._memory.pop(key, None)
@@ -129,8 +131,14 @@ class ReplicaWriter:
                     return None
                 if not spec.autoscaling.enabled:
                     return None
-                request = ScaleRequest(direction=step, source=source, reason=reason, now_s=self.clock(),
-                                       wanted=wanted, load_after=load_after)
+                request = ScaleRequest(
+                    direction=step,
+                    source=source,
+                    reason=reason,
+                    now_s=self.clock(),
+                    wanted=wanted,
+                    load_after=load_after,
+                )
                 try:
                     return await self._plan_and_write(key, obj, spec, request)
                 except Conflict:  # changed since the read (a user, a status write): plan from the new one
@@ -141,7 +149,10 @@ class ReplicaWriter:
             raise Conflict(409, "Conflict", f"{namespace}/{name} kept changing under {ATTEMPTS} attempts")
 
     async def _plan_and_write(
-        self, key: tuple[str, str], obj: Mapping[str, Any], spec: api.InferenceServiceSpec,
+        self,
+        key: tuple[str, str],
+        obj: Mapping[str, Any],
+        spec: api.InferenceServiceSpec,
         request: ScaleRequest,
     ) -> Plan:
         namespace, name = key
@@ -162,8 +173,14 @@ class ReplicaWriter:
             patch = write_patch(result.state, metadata.get("resourceVersion"))
             await self.kube.merge_patch(api.API_VERSION, api.KIND, namespace, name, patch)
             annotation = patch["metadata"]["annotations"][STATE_ANNOTATION]
-            log.info("%s/%s replicas %d -> %d (%s)", namespace, name, result.previous, result.replicas,
-                     result.detail)
+            log.info(
+                "%s/%s replicas %d -> %d (%s)",
+                namespace,
+                name,
+                result.previous,
+                result.replicas,
+                result.detail,
+            )
         self._memory[key] = _Memory(result.state, annotation)
         return result
 
