@@ -123,6 +123,8 @@ def compare(results: Path, scales: Sequence[float], fixed_s: float = 0.0) -> lis
     requests = read_csv(results / "budget_requests.csv")
     rows: list[Row] = []
     for point in summary:
+        if point.get("policy", "static") != "static":  # a governed point has no one budget to replay
+            continue
         mine = [r for r in requests if int(r["point"]) == int(point["point"]) and not r["error"]]
         start, end = float(point["window_start_s"]), float(point["window_end_s"])
         row: Row = {"point": point["point"], "token_budget": point["token_budget"], "cap": point["cap"]}

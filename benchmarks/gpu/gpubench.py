@@ -30,8 +30,6 @@ import json
 import math
 import os
 import random
-import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -41,13 +39,9 @@ from typing import Any
 
 import aiohttp
 from gpubudget import add_arguments, budget  # benchmarks/gpu is sys.path[0]
+from gpugovernor import governor_command, log, start_governor, stop_governor
 from gpuload import Lengths, Sampler, Server, drive, make_trace  # benchmarks/gpu is sys.path[0]
 from gpustats import percentile, phase_rows, request_rows, window_summary, write_csv
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
 
 # ---------------------------------------------------------------- probe
 
@@ -207,37 +201,6 @@ async def serving(server: Server, args: argparse.Namespace, out: Path) -> list[d
 
 
 # ---------------------------------------------------------------- loop
-
-
-def governor_command(args: argparse.Namespace, policy: str) -> str | None:
-    """'governor' runs --governor-cmd; 'governor-NAME' adds the arguments --governor-variants gives NAME."""
-    if not args.governor_cmd:
-        return None
-    if policy == "governor":
-        return str(args.governor_cmd)
-    variants = dict(v.split("=", 1) for v in args.governor_variants.split(";") if "=" in v)
-    extra = variants.get(policy.removeprefix("governor-"))
-    return None if extra is None else f"{args.governor_cmd} {extra}"
-
-
-def start_governor(command_line: str, policy: str, out: Path) -> subprocess.Popen[bytes]:
-    command = shlex.split(command_line)
-    handle = (out / f"{policy}.log").open("ab")  # governor.log for the default command, as before
-    log("governor: " + " ".join(command))
-    return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def stop_governor(process: subprocess.Popen[bytes]) -> int | None:
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
-    return process.returncode
 
 
 async def loop(server: Server, args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:

@@ -11,11 +11,17 @@ Per point, over the window [warmup, duration] (requests sent in it): the calibra
 P50/P99 of each request's longest gap, TTFT P99 per class (``phase`` 0 = short, 1 = long), and how many
 requests had fewer chunks than tokens (a chunk carrying several tokens hides a gap). Standard library and
 aiohttp only.
+
+A point of ``--budgets`` may also be a governor policy (``governor`` or ``governor-NAME``, as in the
+loop part): it starts from the engine's own budget at the same cap, with ``governor run`` beside the load
+moving the budget (and the cap) live, for the levers law's budget lever on an inter-token SLO.
+``--itl-slo-ms`` scores every point's windows against that target.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import random
@@ -24,19 +30,39 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpuload import Lengths, Request, Sampler, Server, drive  # benchmarks/gpu is sys.path[0]
+from gpugovernor import governor_command, start_governor, stop_governor  # benchmarks/gpu is sys.path[0]
+from gpuload import Lengths, Request, Sampler, Server, drive
 from gpustats import percentile, request_rows, window_summary, write_csv
 
 SHORT, LONG = 0, 1  # Request.phase holds the class
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    def ints(text: str) -> list[int]:
-        return [int(x) for x in text.split(",")]
+def budget_points(text: str) -> list[int | str]:
+    """``--budgets``: token budgets held for a whole point, or governor policies that move it live."""
+    points: list[int | str] = []
+    for item in text.split(","):
+        if item.startswith("governor"):
+            points.append(item)
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            message = f"{item!r} is neither a token budget nor a governor policy"
+            raise argparse.ArgumentTypeError(message) from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"a token budget must be positive, not {value}")
+        points.append(value)
+    return points
 
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("budget part")
     group.add_argument("--budget-cap", type=int, default=64)
-    group.add_argument("--budgets", type=ints, default=[8192, 2048, 1024, 512, 8192])
+    group.add_argument("--budgets", type=budget_points, default=[8192, 2048, 1024, 512, 8192])
+    group.add_argument(
+        "--itl-slo-ms", type=float, default=0.0, help="score each window's ITL P99 against it (0: off)"
+    )
+    group.add_argument("--itl-window-s", type=float, default=10.0)
     group.add_argument("--budget-rate", type=float, default=15.0)
     group.add_argument("--budget-dur", type=float, default=80.0)
     group.add_argument("--budget-warmup", type=float, default=10.0)
@@ -92,6 +118,31 @@ def gap_summary(requests: Sequence[Request], start: float, end: float) -> dict[s
     }
 
 
+def itl_windows(
+    requests: Sequence[Request], start: float, end: float, width: float, target_s: float
+) -> float:
+    """Share of the ``width``-second windows in [start, end] whose inter-token P99 is within ``target_s``:
+    every gap between two chunks of any request, by the time its later chunk arrived (what the engine's
+    histogram and the law read). A window without gaps is left out; NaN when none has any."""
+    edges = [start + i * width for i in range(max(1, math.floor((end - start) / width)) + 1)]
+    gaps: list[list[float]] = [[] for _ in edges[:-1]]
+    for request in requests:
+        for a, b in zip(request.chunks, request.chunks[1:], strict=False):
+            index = math.floor((b - start) / width)
+            if start <= b < edges[-1] and 0 <= index < len(gaps):
+                gaps[index].append(b - a)
+    met = [percentile(window, 99) <= target_s for window in gaps if window]
+    return sum(met) / len(met) if met else math.nan
+
+
+def held_range(samples: Sequence[dict[str, Any]], key: str, start: float, end: float) -> dict[str, Any]:
+    """What the engine held over the window: min, max and mean of a sampled gauge (NaN if never sampled)."""
+    values = [float(s[key]) for s in samples if start <= s["t"] <= end and key in s]
+    if not values:
+        return {f"{key}_min": math.nan, f"{key}_max": math.nan, f"{key}_mean": math.nan}
+    return {f"{key}_min": min(values), f"{key}_max": max(values), f"{key}_mean": sum(values) / len(values)}
+
+
 async def put_limits(server: Server, **body: int) -> dict[str, Any]:
     async with server.session.put(
         f"{server.base}/governor/v1/limits", json=body, headers=server.headers
@@ -104,19 +155,34 @@ async def put_limits(server: Server, **body: int) -> dict[str, Any]:
 
 async def budget(server: Server, args: argparse.Namespace, out: Path, log: Any) -> list[dict[str, Any]]:
     start = await server.limits()
+    own_budget = int(start["token_budget"])
     rows: list[dict[str, Any]] = []
     requests: list[dict[str, Any]] = []
     timeline: list[dict[str, Any]] = []
     try:
-        for point, token_budget in enumerate(args.budgets):
+        for point, setting in enumerate(args.budgets):
+            policy = setting if isinstance(setting, str) else "static"
+            token_budget = own_budget if isinstance(setting, str) else setting
             held = await put_limits(server, cap=args.budget_cap, token_budget=token_budget)
+            governor = None
+            if isinstance(setting, str):
+                command = governor_command(args, setting)
+                if command is None:
+                    log(f"budget: no governor command for {setting}, skipped")
+                    continue
+                governor = start_governor(command, setting, out)
+                await asyncio.sleep(args.governor_settle_s)
+                if governor.poll() is not None:
+                    log(f"budget: governor exited early rc={governor.returncode}; see {setting}.log")
+                    continue
             trace = make_mixed_trace(
                 args.budget_dur, args.budget_rate, args.seed + 500, server.lengths, args, salt=point + 1
             )
-            label = {"point": point, "token_budget": token_budget}
+            label = {"point": point, "policy": policy, "token_budget": token_budget}
             t0 = time.perf_counter()
             with Sampler(server, t0, 1.0, label) as sampler:
                 outcome = await drive(server, trace, t0, grace_s=args.budget_grace)
+                rc = stop_governor(governor) if governor is not None else None
                 await server.wait_idle()
             window = (args.budget_warmup, args.budget_dur)
             row = {
@@ -126,7 +192,16 @@ async def budget(server: Server, args: argparse.Namespace, out: Path, log: Any) 
                 "held": json.dumps({k: held.get(k) for k in ("cap", "token_budget")}),
                 **window_summary(trace, sampler.rows, *window),
                 **gap_summary(trace, *window),
+                **held_range(sampler.rows, "token_budget", *window),
+                **held_range(sampler.rows, "cap", *window),
+                "itl_slo_ms": args.itl_slo_ms or math.nan,
+                "itl_windows_met": (
+                    itl_windows(trace, *window, args.itl_window_s, args.itl_slo_ms / 1e3)
+                    if args.itl_slo_ms > 0
+                    else math.nan
+                ),
                 "cancelled_after_grace": outcome["cancelled"],
+                "governor_rc": rc if rc is not None else "",
                 "duration_s": args.budget_dur,
                 "window_start_s": window[0],
                 "window_end_s": window[1],
@@ -138,15 +213,18 @@ async def budget(server: Server, args: argparse.Namespace, out: Path, log: Any) 
             )
             timeline.extend(sampler.rows)
             log(
-                f"budget {token_budget} at cap {args.budget_cap}: {row['achieved_rps']:.2f} req/s, "
-                f"ITL p99 {row['itl_p99_ms']:.1f} ms (max gap p99 {row['max_gap_p99_ms']:.1f}), "
-                f"TPOT p99 {row['tpot_p99_ms']:.1f} ms, TTFT p99 {row['ttft_p99_s']:.2f} s, "
-                f"running {row['mean_running']:.1f}, sat {row['saturated']}"
+                f"budget {policy} {token_budget} at cap {args.budget_cap}: {row['achieved_rps']:.2f} req/s, "
+                f"ITL p99 {row['itl_p99_ms']:.1f} ms (max gap p99 {row['max_gap_p99_ms']:.1f}, windows met "
+                f"{row['itl_windows_met']:.2f}), TPOT p99 {row['tpot_p99_ms']:.1f} ms, TTFT p99 "
+                f"{row['ttft_p99_s']:.2f} s, budget {row['token_budget_min']:.0f}.."
+                f"{row['token_budget_max']:.0f}, "
+                f"cap {row['cap_min']:.0f}..{row['cap_max']:.0f}, running {row['mean_running']:.1f}, "
+                f"sat {row['saturated']}"
             )
             # After every point, so that a run cut short keeps what it finished.
             write_csv(out / "budget_summary.csv", rows)
             write_csv(out / "budget_requests.csv", requests)
             write_csv(out / "budget_timeline.csv", timeline)
     finally:
-        await put_limits(server, cap=int(start["cap"]), token_budget=int(start["token_budget"]))
+        await put_limits(server, cap=int(start["cap"]), token_budget=own_budget)
     return rows
