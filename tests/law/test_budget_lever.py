@@ -159,3 +159,62 @@ def test_a_budget_lowered_for_an_inter_token_slo_comes_back_when_the_slo_turns_t
     obs = Observation(now_s=now, p99_s=0.02, token_budget=lowered.token_budget)
     back = LAWS["levers"](lowered.state, obs, tpot)
     assert back.token_budget == 8192 and back.state.budget == 8192
+
+
+def _chunked_engine(cfg: LawConfig, ticks: int, wrong_verdict_at: int) -> list[tuple[Decision, float]]:
+    """An engine whose inter-token P99 is the largest chunk a step carried in the window: 10 ms + 24 us per
+    token of it (the H200 at cap 64 with 6-8k-token prompts, GPU report 3e). At tick `wrong_verdict_at` the
+    law's memory is given the verdict that neither lever reaches the SLO, the budget back at the engine's own:
+    right for the cap, wrong for the budget, as the H200 run of 3n judged the budget (a line flattened by the
+    load's first windows)."""
+    state: LawState = initial_state(cfg)
+    budget, held, out = 8192.0, [], []
+    for k in range(1, ticks + 1):
+        now = cfg.tick_s * k
+        if k == wrong_verdict_at:
+            budget = 8192.0
+            # The cap's verdict is right here (the P99 does not move with the batch); the budget's is not.
+            update = {
+                "verdict": "lever-inert",
+                "budget_verdict": "budget-inert",
+                "budget": 8192,
+                "budget_moved_s": now - cfg.tick_s,
+            }
+            state = state.model_copy(update=update)
+        held = [*held, (now, budget)]
+        chunk = max(min(b, 7500.0) for t, b in held if now - t < cfg.window_s)
+        p99 = (0.010 + 24e-6 * chunk) * (1.0 + 0.03 * ((k % 5) - 2) / 2)  # a little noise
+        obs = Observation(
+            now_s=now, p99_s=p99, running=30.0 + (k % 7), waiting=0.0, request_rate=14.5, prompt_p95=7500.0,
+            token_budget=budget, tpot_mean_s=0.02, ttft_mean_s=0.3, queue_time_mean_s=0.0,
+            output_tokens_mean=150.0, ttft_p99_s=0.8,
+        )  # fmt: skip
+        decision = LAWS["levers"](state, obs, cfg)
+        state = decision.state
+        if decision.token_budget is not None:
+            budget = float(decision.token_budget)
+        out.append((decision, p99))
+    return out
+
+
+def test_a_wrong_inert_verdict_is_undone_by_the_window_after_the_give_back() -> None:
+    kind = LatencyKind.INTER_TOKEN
+    cfg = LawConfig(
+        slo_target_s=0.05, latency_kind=kind, ceiling=256, initial_cap=128, ttft_bound_s=2.5, tick_s=2.0,
+        window_s=10.0, cooldown_s=4.0,
+    )  # fmt: skip
+    wrong = 60  # two minutes in: the budget has long been answering the miss
+    run = _chunked_engine(cfg, 120, wrong_verdict_at=wrong)
+    before = [d.token_budget for d, _ in run[wrong - 10 : wrong - 1]]
+    assert before and all(b is not None and b < 2048 for b in before)  # the lever was working
+    after = run[wrong - 1 :]
+    # The give-back's window put the inter-token P99 far past the target; the line, fed that window, rises
+    # with the budget, so the verdict goes and the budget comes back down within a few windows.
+    assert max(p99 for _, p99 in after[:8]) > 0.15
+    lowered = [d.token_budget is not None and d.token_budget < 2048 for d, _ in after]
+    assert any(lowered), "the budget stayed at the engine's own: the wrong verdict held"
+    recovered = lowered.index(True)
+    assert recovered * cfg.tick_s <= 4 * cfg.window_s
+    assert all(d.state.budget_verdict != "budget-inert" for d, _ in after[recovered:])
+    late = [p99 for _, p99 in after[recovered + 10 :]]
+    assert late and sum(p <= cfg.slo_target_s for p in late) / len(late) >= 0.8

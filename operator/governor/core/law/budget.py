@@ -134,7 +134,13 @@ def with_budget(state: LawState, obs: Observation, cfg: LawConfig, chosen: Decis
         # The floor is where the budget waits for its line, not a verdict: at the floor the line keeps
         # learning, and once it is confidently flat the budget goes back (a floor verdict that stuck kept a
         # budget of 256 that bought nothing, TTFT paying for it, when the explorations came a window apart).
-        if state.budget_verdict not in (None, "budget-floor"):
+        # The give-back tests an inert verdict: its window, fed to the line, makes the line rise with the
+        # budget where the verdict was wrong, and then the budget answers again (H200, GPU report 3n: a line
+        # flattened by the first windows of the load, a verdict at 1593, the give-back to 8192 took the
+        # inter-token P99 from 56 to 242 ms, and the verdict held the budget there).
+        if state.budget_verdict == "budget-inert" and _rises(fit, ceiling):
+            memory["budget_verdict"] = None
+        elif state.budget_verdict not in (None, "budget-floor"):
             return _hold(state, chosen, memory, floor)
         return _cut(_Tick(state, obs, cfg, chosen, memory, current, ceiling, floor))
     ttft_missed = (
@@ -153,6 +159,12 @@ def _line(fit: LeverFit, ceiling: int) -> tuple[bool, float, float]:
     settings = PlanSettings()
     confident = conf.effective_samples >= settings.min_samples and conf.excitation >= MIN_SPREAD * ceiling
     return confident and math.isfinite(conf.slope_stderr), conf.slope, conf.slope_stderr
+
+
+def _rises(fit: LeverFit, ceiling: int) -> bool:
+    """The line is confident and rises with the budget beyond its noise: the budget moves the signal."""
+    confident, slope, stderr = _line(fit, ceiling)
+    return confident and slope > PlanSettings().significance_t * stderr
 
 
 def _meets(fit: LeverFit, obs: Observation, cfg: LawConfig, low: int, high: int) -> int | None:
