@@ -90,6 +90,20 @@ class Cluster:
     ) -> dict[str, Any]:
         return await self.request("PATCH", _path(resource, namespace, name, subresource), patch)
 
+    async def pods_ready(
+        self, namespace: str, name: str, ready: int = 1, created_within_s: float = 10.0
+    ) -> None:
+        """The kubelet's part (the emulator runs no pods): the Deployment's pods are ready, and the operator
+        has copied that into the InferenceService's status (the planner steps only from ready replicas)."""
+        deployment = lambda: self.get(DEPLOYMENTS, namespace, name)  # noqa: E731
+        await eventually(deployment, timeout=created_within_s, what="the Deployment")
+        status = {"replicas": ready, "readyReplicas": ready, "availableReplicas": ready}
+        await self.patch(DEPLOYMENTS, namespace, name, {"status": status}, subresource="status")
+        await eventually(
+            lambda: (self.must(ISVC, namespace, name).get("status") or {}).get("readyReplicas") == ready,
+            what=f"status.readyReplicas {ready}",
+        )
+
     async def delete(self, resource: kmock.resource, namespace: str, name: str) -> dict[str, Any]:
         return await self.request("DELETE", _path(resource, namespace, name))
 

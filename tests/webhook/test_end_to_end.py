@@ -111,18 +111,7 @@ async def test_a_saturated_engine_gets_a_replica_through_prometheus_and_alertman
     ns = c.namespace()
     await c.apply_isvc(ns, "chat", SPEC)
     # Kopf shares 2 cores with vLLM, Prometheus and Alertmanager here: give the first reconcile time.
-    await eventually(lambda: c.get(DEPLOYMENTS, ns, "chat"), timeout=60, what="the Deployment")
-    await c.patch(
-        DEPLOYMENTS,
-        ns,
-        "chat",
-        {"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}},
-        subresource="status",
-    )
-    await eventually(
-        lambda: (c.must(ISVC, ns, "chat").get("status") or {}).get("readyReplicas") == 1,
-        what="one ready replica",
-    )
+    await c.pods_ready(ns, "chat", created_within_s=60)
 
     rules = tmp_path / "rules.yaml"
     rules.write_text(alerts.rules_file(SETTINGS))

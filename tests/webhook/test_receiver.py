@@ -43,19 +43,7 @@ async def receiver_url(governor_cluster: Cluster) -> AsyncIterator[str]:
 async def _isvc(cluster: Cluster, spec: dict[str, Any]) -> str:
     ns = cluster.namespace()
     await cluster.apply_isvc(ns, "chat", spec)
-    await eventually(lambda: cluster.get(DEPLOYMENTS, ns, "chat"), what="the Deployment")
-    # Its pod is ready (the emulator runs no pods): the planner steps only from ready replicas.
-    await cluster.patch(
-        DEPLOYMENTS,
-        ns,
-        "chat",
-        {"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}},
-        subresource="status",
-    )
-    await eventually(
-        lambda: (cluster.must(ISVC, ns, "chat").get("status") or {}).get("readyReplicas") == 1,
-        what="status.readyReplicas 1",
-    )
+    await cluster.pods_ready(ns, "chat")
     return ns
 
 
