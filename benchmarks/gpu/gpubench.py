@@ -275,7 +275,7 @@ async def main(args: argparse.Namespace, out: Path) -> None:
                 elif part == "serving":
                     await serving(server, args, out)
                 elif part == "budget":
-                    await budget(server, args, out, log)
+                    await budget(server, args, out)
                 else:
                     await loop(server, args, out)
             except Exception as exc:  # record it and go on with the next part

@@ -26,11 +26,11 @@ import json
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpugovernor import governor_command, start_governor, stop_governor  # benchmarks/gpu is sys.path[0]
+from gpugovernor import governor_command, log, start_governor, stop_governor  # benchmarks/gpu: sys.path[0]
 from gpuload import Lengths, Request, Sampler, Server, drive
 from gpustats import percentile, request_rows, window_summary, write_csv
 
@@ -55,14 +55,24 @@ def budget_points(text: str) -> list[int | str]:
     return points
 
 
+def _at_least(low: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text)
+        if not value >= low:  # NaN too
+            raise argparse.ArgumentTypeError(f"must be at least {low:g}, not {text}")
+        return value
+
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("budget part")
     group.add_argument("--budget-cap", type=int, default=64)
     group.add_argument("--budgets", type=budget_points, default=[8192, 2048, 1024, 512, 8192])
     group.add_argument(
-        "--itl-slo-ms", type=float, default=0.0, help="score each window's ITL P99 against it (0: off)"
+        "--itl-slo-ms", type=_at_least(0.0), default=0.0, help="ITL P99 target to score windows on (0: off)"
     )
-    group.add_argument("--itl-window-s", type=float, default=10.0)
+    group.add_argument("--itl-window-s", type=_at_least(0.1), default=10.0)
     group.add_argument("--budget-rate", type=float, default=15.0)
     group.add_argument("--budget-dur", type=float, default=80.0)
     group.add_argument("--budget-warmup", type=float, default=10.0)
@@ -153,7 +163,7 @@ async def put_limits(server: Server, **body: int) -> dict[str, Any]:
         return answer
 
 
-async def budget(server: Server, args: argparse.Namespace, out: Path, log: Any) -> list[dict[str, Any]]:
+async def budget(server: Server, args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     start = await server.limits()
     own_budget = int(start["token_budget"])
     rows: list[dict[str, Any]] = []
@@ -180,10 +190,14 @@ async def budget(server: Server, args: argparse.Namespace, out: Path, log: Any) 
             )
             label = {"point": point, "policy": policy, "token_budget": token_budget}
             t0 = time.perf_counter()
-            with Sampler(server, t0, 1.0, label) as sampler:
-                outcome = await drive(server, trace, t0, grace_s=args.budget_grace)
-                rc = stop_governor(governor) if governor is not None else None
-                await server.wait_idle()
+            try:
+                with Sampler(server, t0, 1.0, label) as sampler:
+                    outcome = await drive(server, trace, t0, grace_s=args.budget_grace)
+                    rc = stop_governor(governor) if governor is not None else None
+                    await server.wait_idle()
+            finally:  # a point that fails leaves no governor moving the next point's limits
+                if governor is not None:
+                    stop_governor(governor)
             window = (args.budget_warmup, args.budget_dur)
             row = {
                 **label,

@@ -35,6 +35,14 @@ def test_a_budget_run_parses_governed_points_from_the_command_line() -> None:
     assert args.itl_slo_ms == 40.0
 
 
+@pytest.mark.parametrize("bad", [["--itl-slo-ms", "-5"], ["--itl-slo-ms", "nan"], ["--itl-window-s", "0"]])
+def test_a_negative_target_or_an_empty_window_is_refused(bad: list[str]) -> None:
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    gpubudget.add_arguments(parser)
+    with pytest.raises(argparse.ArgumentError, match="must be at least"):
+        parser.parse_args(bad)
+
+
 def test_itl_windows_scores_each_window_by_the_gaps_that_ended_in_it() -> None:
     # 200 ms gaps throughout (50 a window), and one 500 ms stall ending at t = 15.5 s: the window [10, 20)
     # misses a 250 ms target (its P99 lies between the stall and the 200 ms gaps); the other two meet it.

@@ -95,8 +95,9 @@ class Cluster:
     ) -> None:
         """The kubelet's part (the emulator runs no pods): the Deployment's pods are ready, and the operator
         has copied that into the InferenceService's status (the planner steps only from ready replicas)."""
-        deployment = lambda: self.get(DEPLOYMENTS, namespace, name)  # noqa: E731
-        await eventually(deployment, timeout=created_within_s, what="the Deployment")
+        await eventually(
+            lambda: self.get(DEPLOYMENTS, namespace, name), timeout=created_within_s, what="the Deployment"
+        )
         status = {"replicas": ready, "readyReplicas": ready, "availableReplicas": ready}
         await self.patch(DEPLOYMENTS, namespace, name, {"status": status}, subresource="status")
         await eventually(

@@ -137,7 +137,8 @@ def with_budget(state: LawState, obs: Observation, cfg: LawConfig, chosen: Decis
         # The give-back tests an inert verdict: its window, fed to the line, makes the line rise with the
         # budget where the verdict was wrong, and then the budget answers again (H200, GPU report 3n: a line
         # flattened by the first windows of the load, a verdict at 1593, the give-back to 8192 took the
-        # inter-token P99 from 56 to 242 ms, and the verdict held the budget there).
+        # inter-token P99 from 56 to 242 ms; a cap cut cleared that verdict there, but beside a cap verdict
+        # nothing else would have, and the budget stayed at 8192).
         if state.budget_verdict == "budget-inert" and _rises(fit, ceiling):
             memory["budget_verdict"] = None
         elif state.budget_verdict not in (None, "budget-floor"):
@@ -219,7 +220,7 @@ def _cut(t: _Tick) -> Decision:
         memory["budget_verdict"] = "budget-floor"
         detail = f"the token budget is at its floor ({lowest}: the batch and the TTFT bound); {chosen.detail}"
         return _hold(state, chosen, memory, floor, detail)
-    if confident and slope > settings.significance_t * stderr:
+    if _rises(fit, ceiling):
         target = _meets(fit, obs, cfg, lowest, chunk) or lowest
         budget = max(target, math.ceil(chunk / MAX_CUT), lowest)
         meets = target == budget and _meets(fit, obs, cfg, budget, budget) is not None
@@ -249,8 +250,7 @@ def _raise(t: _Tick, ttft_missed: bool) -> Decision:
         # Below the budget of the last miss, half way back to it: doubling straight back re-made the miss
         # (twin: 509 <-> 1018 every three minutes). Forgotten once comfortable a minute (the load changed).
         budget = min(budget, (current + missed) // 2)
-    confident, slope, stderr = _line(fit, ceiling)
-    if confident and slope > PlanSettings().significance_t * stderr and not ttft_missed:
+    if _rises(fit, ceiling) and not ttft_missed:
         budget = _meets(fit, obs, cfg, current, budget) or current
     if budget <= current:
         return _hold(state, chosen, memory, floor)
