@@ -161,12 +161,14 @@ def test_a_budget_lowered_for_an_inter_token_slo_comes_back_when_the_slo_turns_t
     assert back.token_budget == 8192 and back.state.budget == 8192
 
 
-def _chunked_engine(cfg: LawConfig, ticks: int, wrong_verdict_at: int) -> list[tuple[Decision, float]]:
+def _chunked_engine(
+    cfg: LawConfig, ticks: int, wrong_verdict_at: int | None = None
+) -> list[tuple[Decision, float]]:
     """An engine whose inter-token P99 is the largest chunk a step carried in the window: 10 ms + 24 us per
     token of it (the H200 at cap 64 with 6-8k-token prompts, GPU report 3e). At tick `wrong_verdict_at` the
     law's memory is given the verdict that neither lever reaches the SLO, the budget back at the engine's own:
     right for the cap, wrong for the budget, as the H200 run of 3n judged the budget (a line flattened by the
-    load's first windows)."""
+    load's first windows); None, never."""
     state: LawState = initial_state(cfg)
     budget, held, out = 8192.0, [], []
     for k in range(1, ticks + 1):
@@ -197,12 +199,28 @@ def _chunked_engine(cfg: LawConfig, ticks: int, wrong_verdict_at: int) -> list[t
     return out
 
 
-def test_a_wrong_inert_verdict_is_undone_by_the_window_after_the_give_back() -> None:
-    kind = LatencyKind.INTER_TOKEN
-    cfg = LawConfig(
-        slo_target_s=0.05, latency_kind=kind, ceiling=256, initial_cap=128, ttft_bound_s=2.5, tick_s=2.0,
-        window_s=10.0, cooldown_s=4.0,
+def _h200_itl_config() -> LawConfig:
+    return LawConfig(
+        slo_target_s=0.05, latency_kind=LatencyKind.INTER_TOKEN, ceiling=256, initial_cap=128,
+        ttft_bound_s=2.5, tick_s=2.0, window_s=10.0, cooldown_s=4.0,
     )  # fmt: skip
+
+
+def test_the_budget_settles_under_the_target_not_at_it() -> None:
+    """A P99 SLO met half the time is missed: the budget rests where the P99 is under the target (H200, GPU
+    report 3n: a hold band around the target let the P99 sit at 48.5 ms against 50, and half the client's
+    10-s windows missed). With the band around the target this engine's late ticks met it 0.6 of the time."""
+    cfg = _h200_itl_config()
+    run = _chunked_engine(cfg, 150)
+    late = np.array([p99 for _, p99 in run[40:]])  # past the first minute and a half
+    assert float(np.mean(late <= cfg.slo_target_s)) >= 0.95
+    assert float(np.median(late)) <= 0.92 * cfg.slo_target_s
+    budgets = [d.token_budget for d, _ in run[40:] if d.token_budget is not None]
+    assert budgets and max(budgets) < 8192  # it did not get there by giving the lever up
+
+
+def test_a_wrong_inert_verdict_is_undone_by_the_window_after_the_give_back() -> None:
+    cfg = _h200_itl_config()
     wrong = 60  # two minutes in: the budget has long been answering the miss
     run = _chunked_engine(cfg, 120, wrong_verdict_at=wrong)
     before = [d.token_budget for d, _ in run[wrong - 10 : wrong - 1]]

@@ -11,8 +11,9 @@ of 6-8k tokens, 8192 -> 512 took it from 167 to 21 ms and the TPOT P99 from 25 t
 
 In one paragraph: the law keeps a line of the governed per-token quantile in the budget (the same online fit
 as the cap's, fed only with windows that saw one budget). The budget moves only while a per-token SLO is
-missed and the cap cannot answer it: the cap's model says it does not move the signal or cannot reach the
-target (its verdict), the queue holds the cap up, or the cap is at its floor. Then a confident line with a
+missed (its band lies around the aim, plan_margin x target, so it rests under the target) and the cap does
+not answer it: the cap holds, its model says it does not move the signal or cannot reach the target (its
+verdict), the queue holds the cap up, or the cap is at its floor. Then a confident line with a
 real slope sets the budget in one move to the largest budget whose predicted quantile (upper confidence side)
 is under the aim, margin x target; a line that cannot tell yet gets one halving per window (the spread that
 makes it confident); a line confidently flat says the budget is not the lever either: it goes back to the
@@ -121,9 +122,12 @@ def with_budget(state: LawState, obs: Observation, cfg: LawConfig, chosen: Decis
     if not kind_ok or known(obs.p99_s) is None:
         return _hold(state, chosen, memory, floor)
     smoothed = chosen.state.p99_smoothed or 0.0
-    missed = smoothed > cfg.band_high * cfg.slo_target_s
-    stuck = chosen.cap >= state.cap and (
-        chosen.state.verdict in _CAP_STUCK or chosen.reason in _CAP_WAITS or state.cap <= cfg.min_cap
+    low, high = _band(cfg)
+    missed = smoothed > high
+    # The budget answers its own miss while the cap holds: its band lies under the cap's (below).
+    stuck = chosen.cap == state.cap or (
+        chosen.cap > state.cap
+        and (chosen.state.verdict in _CAP_STUCK or chosen.reason in _CAP_WAITS or state.cap <= cfg.min_cap)
     )
     if not (missed and stuck):
         memory["budget_verdict"] = None
@@ -147,11 +151,20 @@ def with_budget(state: LawState, obs: Observation, cfg: LawConfig, chosen: Decis
     ttft_missed = (
         cfg.ttft_bound_s is not None and (known(obs.ttft_p99_s) or 0.0) > cfg.ttft_bound_s and not missed
     )
-    comfortable = smoothed < cfg.band_low * cfg.slo_target_s
+    comfortable = smoothed < low
     if current < ceiling and (comfortable or ttft_missed):
         tick = _Tick(state, obs, cfg, chosen, memory, current, ceiling, floor)
         return _raise(tick, ttft_missed)
     return _hold(state, chosen, memory, floor)
+
+
+def _band(cfg: LawConfig) -> tuple[float, float]:
+    """The budget's hold band: the rule table's, around the aim (plan_margin x target), not around the
+    target, so the P99 the budget settles at is under the SLO. Around the target (H200, GPU report 3n) the
+    budget held 1622 for two minutes at a P99 of 50-55 ms against 50, the engine-side P99 settled at a
+    median of 48.5 ms, and half the client's 10-s windows missed where a static budget met them all."""
+    aim = cfg.plan_margin * cfg.slo_target_s
+    return cfg.band_low * aim, cfg.band_high * aim
 
 
 def _line(fit: LeverFit, ceiling: int) -> tuple[bool, float, float]:
