@@ -4,6 +4,8 @@
 # check, then the whole run started detached (device_run.sh); poll it with device_poll.sh.
 set -e
 G=/tmp/gb
+# A second run on a warm machine starts clean: the last run's DONE would end device_poll.sh at once.
+rm -rf $G/results
 mkdir -p $G/results $G/bin
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/p2/deps/*.whl
 xz -dc .whl/p2/fa3.so.xz > /tmp/site/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so

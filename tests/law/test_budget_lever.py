@@ -236,3 +236,28 @@ def test_a_wrong_inert_verdict_is_undone_by_the_window_after_the_give_back() -> 
     assert all(d.state.budget_verdict != "budget-inert" for d, _ in after[recovered:])
     late = [p99 for _, p99 in after[recovered + 10 :]]
     assert late and sum(p <= cfg.slo_target_s for p in late) / len(late) >= 0.8
+
+
+def test_the_budget_of_the_last_miss_is_remembered_for_a_minute_whatever_the_tick() -> None:
+    """After a miss at 1816 and a cut to 908, a comfortable P99 raises half way back (1362 -> 1589), not
+    straight to 2724, until a minute of comfort says the load changed; at a 2-s tick that is 30 ticks, not
+    the table's 12 idle ticks (H200, GPU report 3n, run 2: the doubling re-made the miss, P99 88 ms)."""
+    cfg = _h200_itl_config()
+
+    def raise_after(comfortable_s: float) -> int | None:
+        ticks = int(comfortable_s / cfg.tick_s)
+        state = initial_state(cfg).model_copy(
+            update={
+                "budget": 1362, "budget_ceiling": 8192, "budget_missed": 1816, "budget_moved_s": 0.0,
+                "p99_smoothed": 0.030, "comfortable_ticks": ticks,
+            }
+        )  # fmt: skip
+        obs = Observation(
+            now_s=100.0, p99_s=0.030, running=30.0, waiting=0.0, request_rate=14.5, prompt_p95=7500.0,
+            token_budget=1362, tpot_mean_s=0.02, ttft_mean_s=0.3, queue_time_mean_s=0.0,
+            output_tokens_mean=150.0, ttft_p99_s=0.8,
+        )  # fmt: skip
+        return LAWS["levers"](state, obs, cfg).token_budget
+
+    assert raise_after(30.0) == 1589
+    assert raise_after(70.0) == 2724

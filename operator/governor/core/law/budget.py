@@ -45,6 +45,10 @@ DECODE_SHARE = 2
 MAX_CUT = 4
 # Spread of the budgets the line was measured at, as a share of the ceiling, below which its slope is a guess.
 MIN_SPREAD = 0.05
+# How long the P99 stays comfortable before the budget of the last miss is forgotten and raises double again:
+# a minute, in seconds, not ticks (counted as the table's 12 idle ticks, 24 s at the H200's 2-s tick: GPU
+# report 3n, run 2, 1362 -> 2724 after 24 s below the band, P99 back to 88 ms).
+FORGET_MISS_S = 60.0
 # Reasons (the cap side's) that say the cap cannot answer the miss.
 _CAP_STUCK = ("lever-inert", "infeasible")
 _CAP_WAITS = ("queue-floor", "budget-first")
@@ -259,7 +263,7 @@ def _raise(t: _Tick, ttft_missed: bool) -> Decision:
     fit: LeverFit = memory["budget_fit"]
     budget = min(ceiling, 2 * current)
     missed = state.budget_missed
-    if missed is not None and chosen.state.comfortable_ticks < cfg.idle_after_ticks and not ttft_missed:
+    if missed is not None and chosen.state.comfortable_ticks * cfg.tick_s < FORGET_MISS_S and not ttft_missed:
         # Below the budget of the last miss, half way back to it: doubling straight back re-made the miss
         # (twin: 509 <-> 1018 every three minutes). Forgotten once comfortable a minute (the load changed).
         budget = min(budget, (current + missed) // 2)
