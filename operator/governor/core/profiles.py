@@ -22,7 +22,6 @@ from, because the seed documents disagree and none of them measured an H200:
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -59,18 +58,10 @@ class Profile:
         moves either way within a few ticks.
         """
         if tpot_target_ms is not None and self.tpot_curve:
-            curve = self.tpot_curve
-            fitting = [p for p in curve if p.tpot_p99_ms <= tpot_target_ms]
-            if not fitting:
-                return min(curve[0].cap, self.ceiling)
-            below = fitting[-1]
-            above = next((p for p in curve if p.cap > below.cap and p.tpot_p99_ms > tpot_target_ms), None)
-            if above is None:
-                return min(below.cap, self.ceiling)
-            # Between two measured points the TPOT P99 is a line in the batch (the H200 calibration), so the
-            # cap that meets the target is read off it, not rounded down to the lower point.
-            share = (tpot_target_ms - below.tpot_p99_ms) / (above.tpot_p99_ms - below.tpot_p99_ms)
-            return min(below.cap + math.floor(share * (above.cap - below.cap)), self.ceiling)
+            fitting = [
+                p.cap for p in self.tpot_curve if p.tpot_p99_ms <= tpot_target_ms and p.cap <= self.ceiling
+            ]
+            return max(fitting) if fitting else min(self.tpot_curve[0].cap, self.ceiling)
         return max(1, self.ceiling // 2)
 
 
