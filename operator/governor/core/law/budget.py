@@ -167,8 +167,12 @@ def _band(cfg: LawConfig) -> tuple[float, float]:
     target, so the P99 the budget settles at is under the SLO. Around the target (H200, GPU report 3n) the
     budget held 1622 for two minutes at a P99 of 50-55 ms against 50, the engine-side P99 settled at a
     median of 48.5 ms, and half the client's 10-s windows missed where a static budget met them all."""
-    aim = cfg.plan_margin * cfg.slo_target_s
-    return cfg.band_low * aim, cfg.band_high * aim
+    return cfg.band_low * _aim(cfg), cfg.band_high * _aim(cfg)
+
+
+def _aim(cfg: LawConfig) -> float:
+    """Where the budget puts the quantile: plan_margin x the target, as the cap's model does."""
+    return cfg.plan_margin * cfg.slo_target_s
 
 
 def _line(fit: LeverFit, ceiling: int) -> tuple[bool, float, float]:
@@ -187,7 +191,7 @@ def _rises(fit: LeverFit, ceiling: int) -> bool:
 
 def _meets(fit: LeverFit, obs: Observation, cfg: LawConfig, low: int, high: int) -> int | None:
     """The largest budget in [low, high] whose predicted quantile, upper confidence side, is under the aim."""
-    z, aim = PlanSettings().confidence_z, cfg.plan_margin * cfg.slo_target_s
+    z, aim = PlanSettings().confidence_z, _aim(cfg)
 
     def ok(b: int) -> bool:
         mean, stderr = fit.predict((_chunk(b, obs),))
