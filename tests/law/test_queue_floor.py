@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from governor.core.law import LAWS, Decision, LawConfig, LawState, Observation
+from governor.core.law.computed import queue_model
+from governor.core.levers.fit import LeverFit
 
 TICK = 5.0
 OUT = 160.0
@@ -193,3 +195,35 @@ def test_a_cut_batch_finishing_is_not_taken_for_arrivals() -> None:
     caps = [d.cap for d in decisions]
     assert min(caps) < 32, caps  # the miss is answered
     assert not [d for d in decisions if d.reason == "queue-relief"], [(d.cap, d.reason) for d in decisions]
+
+
+def test_a_mean_line_measured_at_large_batches_promises_small_caps_no_free_tokens() -> None:
+    # The twin's H200 8B long-tail phase (35 % long prompts): the mean TPOT of batches 33-48 fitted
+    # -1.3 ms + 0.41 ms per sequence. Read at cap 2 that line gives no per-token time at all, so two slots
+    # "served" 31 req/s; with 17 arriving, the queue floor fell to 2, the per-token cap (44) counted as
+    # carrying the queue, and the law held 46 while the queue grew to 78 and the mean TTFT to 4.4 s. Below
+    # the batches it was measured at (less a quarter of the largest, the fits' trust region) the line is
+    # not read: a smaller batch's tokens are taken as slow as there.
+    fit = LeverFit()
+    for i in range(40):
+        batch = 33.0 + i % 16
+        fit = fit.update((batch,), -0.0013 + 0.00041 * batch)
+    state = LawState(cap=46, mean_fit=fit, running_recent=(45.0,) * 6, held_recent=(100.0,) * 6)
+    obs = Observation(
+        now_s=300.0,
+        running=45.0,
+        waiting=55.0,
+        request_rate=17.0,
+        output_tokens_mean=158.0,
+        ttft_mean_s=3.0,
+        queue_time_mean_s=2.936,
+    )
+    model = queue_model(state, obs, state, TICK)
+    assert model is not None and model.work is not None
+    assert model.arrivals == 17.0
+    assert not [c for c in range(1, 46) if model.carries(c)]
+    lowest = model.work.tpot.lowest
+    assert 0 < lowest < 33.0
+    # Within the trust region the line is read as fitted.
+    assert abs(model.work.tpot.at(40.0) - (-0.0013 + 0.00041 * 40.0)) < 1e-4
+    assert model.work.tpot.at(2.0) == model.work.tpot.at(lowest) > 0.0

@@ -294,7 +294,8 @@ def queue_model(state: LawState, obs: Observation, memory: LawState, tick_s: flo
     work = None
     if mean_fit.count >= 8 and out is not None and out > 0 and mean_fit.predict((batch,)).mean > 0:
         intercept, slope = mean_fit.line()
-        work = Workload(arrivals, out, _prefill(obs), TpotLine(intercept, slope))
+        lowest = max(mean_fit.low - (TRUST - 1) * mean_fit.support, 0.0)
+        work = Workload(arrivals, out, _prefill(obs), TpotLine(intercept, slope, lowest))
     return QueueModel(arrivals, waiting, rate, batch, work)
 
 

@@ -30,10 +30,12 @@ class TpotLine(NamedTuple):
 
     intercept_s: float
     slope_s: float  # per running sequence
+    lowest: float = 0.0
+    """The smallest batch the line is read at: a smaller one is taken as slow as this one."""
 
     def at(self, running: float) -> float:
         # A negative fitted slope is noise: per-token time does not fall as the batch grows.
-        return max(self.intercept_s + max(self.slope_s, 0.0) * running, 0.0)
+        return max(self.intercept_s + max(self.slope_s, 0.0) * max(running, self.lowest), 0.0)
 
 
 class Workload(NamedTuple):
