@@ -236,10 +236,7 @@ def test_the_levers_law_runs_the_table_without_its_guesses() -> None:
 
 def test_initial_cap_from_the_profile_and_the_slo() -> None:
     h200 = {"gpu_type": "H200", "model_class": "small", "ceiling": 256}
-    assert (
-        initial_state(LawConfig(slo_target_s=0.015, **h200)).cap == 54
-    )  # 13.5 ms aimed at, between 32 and 64
-    assert initial_state(LawConfig(slo_target_s=0.015, plan_margin=1.0, **h200)).cap == 64
+    assert initial_state(LawConfig(slo_target_s=0.015, **h200)).cap == 64
     assert initial_state(LawConfig(slo_target_s=0.05, **h200)).cap == 256
     assert initial_state(LawConfig(slo_target_s=0.001, **h200)).cap == 16
     assert initial_state(LawConfig(slo_target_s=1.0, ceiling=48)).cap == 48

@@ -59,10 +59,8 @@ def test_h200_defaults_come_from_calibration() -> None:
 
     assert resolved(20).ceiling == 256
     assert "calibration" in resolved(20).profile_source
-    # worst measured TPOT P99: 16 → 7.8 ms, 32 → 10.3, 64 → 14.9, 128 → 25.9, 256 → 42.8; the first cap is
-    # read off the line between two points at 0.9 x the target: 20 ms aims at 18 ms, 64 + (18 - 14.9) /
-    # (25.9 - 14.9) x 64 = 82; below the first point, its cap; past the last, the last.
-    assert [resolved(t).initial_cap for t in (5, 8, 12, 20, 26, 50)] == [16, 16, 35, 82, 113, 256]
+    # worst measured TPOT P99: 16 → 7.8 ms, 32 → 10.3, 64 → 14.9, 128 → 25.9, 256 → 42.8
+    assert [resolved(t).initial_cap for t in (5, 8, 15, 26, 50)] == [16, 16, 64, 128, 256]
     static = resolved(None)
     assert static.adaptive is False and static.initial_cap == 256
 

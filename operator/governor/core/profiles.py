@@ -22,7 +22,6 @@ from, because the seed documents disagree and none of them measured an H200:
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -52,28 +51,17 @@ class Profile:
     source: str  # one of the keys in the module docstring, plus detail
     tpot_curve: tuple[TpotPoint, ...] = ()  # measured points, ascending cap; empty when unmeasured
 
-    def initial_cap(self, tpot_target_ms: float | None, margin: float) -> int:
-        """First cap for a TPOT target: where the measured worst TPOT P99, a line in the cap between two
-        measured points (the H200 calibration), reaches `margin` x the target, the aim the law's own model
-        plans to; below the first point, the first point's cap.
+    def initial_cap(self, tpot_target_ms: float | None) -> int:
+        """First cap for a TPOT target: the largest measured cap whose worst TPOT P99 meets it.
 
-        Rounding down to the largest measured point instead (64 at 20 and 25 ms) started the twin's H200 8B
-        medium cells below the cap they settle at: served goodput 0.60-0.76 of the best static on a 2x step
-        (0.64-0.99 from the aim), 0.83-0.86 on bursts (0.87-0.93); read at the target itself (93 at 20 ms),
-        the first raise of a burst left no margin, and the H200 met 20 ms for 0.939 of the requests
-        (GPU report, 3p). Without a measured curve or a per-token target, half the ceiling: a middle start
-        from which the law moves either way within a few ticks.
+        Without a measured curve or a per-token target, half the ceiling: a middle start from which the law
+        moves either way within a few ticks.
         """
-        curve = self.tpot_curve
-        if tpot_target_ms is not None and curve:
-            aim = margin * tpot_target_ms
-            below = [p for p in curve if p.tpot_p99_ms <= aim]
-            low = below[-1] if below else curve[0]
-            high = next((p for p in curve if p.cap > low.cap), None)
-            if not below or high is None or high.tpot_p99_ms <= low.tpot_p99_ms:
-                return min(low.cap, self.ceiling)
-            share = min((aim - low.tpot_p99_ms) / (high.tpot_p99_ms - low.tpot_p99_ms), 1.0)
-            return min(low.cap + math.floor(share * (high.cap - low.cap)), self.ceiling)
+        if tpot_target_ms is not None and self.tpot_curve:
+            fitting = [
+                p.cap for p in self.tpot_curve if p.tpot_p99_ms <= tpot_target_ms and p.cap <= self.ceiling
+            ]
+            return max(fitting) if fitting else min(self.tpot_curve[0].cap, self.ceiling)
         return max(1, self.ceiling // 2)
 
 

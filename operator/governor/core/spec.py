@@ -34,7 +34,6 @@ from pydantic.alias_generators import to_camel
 
 from governor.core import profiles
 from governor.core.law.registry import DEFAULT_LAW, LawName
-from governor.core.levers.plan import PLAN_MARGIN
 from governor.core.signals import LONG_PROMPT_FACTOR, LatencyKind
 
 GROUP = "governor.vllm.ai"
@@ -333,9 +332,7 @@ class InferenceServiceSpec(_Model):
         tpot_ms = self.slo.target_ms if self.slo and self.slo.kind == LatencyKind.TPOT else None
         adaptive = self.adaptive.enabled if self.adaptive.enabled is not None else self.slo is not None
         # Static (no loop): the cap stays where it starts, so start at the top unless the user chose a value.
-        initial = self.adaptive.initial_cap or (
-            profile.initial_cap(tpot_ms, PLAN_MARGIN) if adaptive else max_cap
-        )
+        initial = self.adaptive.initial_cap or (profile.initial_cap(tpot_ms) if adaptive else max_cap)
         return Resolved(
             ceiling=ceiling,
             initial_cap=max(min_cap, min(initial, max_cap)),

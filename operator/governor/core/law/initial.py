@@ -19,4 +19,4 @@ def initial_state(cfg: LawConfig) -> LawState:
         return LawState(cap=cfg.ceiling)
     size = profiles.ModelSize(cfg.model_class) if cfg.model_class else profiles.ModelSize.SMALL
     tpot_ms = cfg.slo_target_s * 1000 if cfg.latency_kind is LatencyKind.TPOT else None
-    return LawState(cap=clip(profiles.lookup(cfg.gpu_type, size).initial_cap(tpot_ms, cfg.plan_margin), cfg))
+    return LawState(cap=clip(profiles.lookup(cfg.gpu_type, size).initial_cap(tpot_ms), cfg))

@@ -9,7 +9,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from governor.core.levers.fit import LeverFit
-from governor.core.levers.plan import PLAN_MARGIN
 from governor.core.signals import LatencyKind
 
 Mode = Literal["normal", "long-tail", "burst"]
@@ -72,7 +71,7 @@ class LawConfig(BaseModel):
         default=None, gt=0, description="the TTFT bound a request must also meet to count as goodput"
     )
     plan_margin: float = Field(
-        default=PLAN_MARGIN, gt=0, le=1, description="aim the per-token quantile at this share of the target"
+        default=0.9, gt=0, le=1, description="aim the per-token quantile at this share of the target"
     )
 
     @model_validator(mode="after")

@@ -35,14 +35,10 @@ Reason = Literal[
 ]
 
 
-# Aim a per-token quantile at this share of its target (PlanSettings.margin says why).
-PLAN_MARGIN = 0.9
-
-
 class PlanSettings(BaseModel):
     model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
 
-    margin: float = Field(default=PLAN_MARGIN, gt=0.0, le=1.0)
+    margin: float = Field(default=0.9, gt=0.0, le=1.0)
     """Aim at margin × target: the line is a fit of a noisy quantile, and a cap set exactly on the target
     spends half its ticks above it."""
     confidence_z: float = Field(default=1.645, ge=0.0)
