@@ -294,8 +294,7 @@ def queue_model(state: LawState, obs: Observation, memory: LawState, tick_s: flo
     work = None
     if mean_fit.count >= 8 and out is not None and out > 0 and mean_fit.predict((batch,)).mean > 0:
         intercept, slope = mean_fit.line()
-        lowest = max(mean_fit.low - (TRUST - 1) * mean_fit.support, 0.0)
-        work = Workload(arrivals, out, _prefill(obs), TpotLine(intercept, slope, lowest))
+        work = Workload(arrivals, out, _prefill(obs), TpotLine(intercept, slope, mean_fit.trusted_low))
     return QueueModel(arrivals, waiting, rate, batch, work)
 
 

@@ -264,11 +264,15 @@ class LeverFit(BaseModel):
             high, low = max(high, running), running if low <= 0 else min(low, running)
         return self.model_copy(update={"support": high, "low": low})
 
+    @property
+    def trusted_low(self) -> float:
+        """The smallest batch the line may be read at: a quarter of its largest batch below its smallest."""
+        return max(self.low - (TRUST - 1) * self.support, 0.0)
+
     def reaches(self, running: float) -> bool:
         """The line may be read at `running`: within TRUST of the batches it was measured at (a quarter of
         its largest batch beyond either end)."""
-        reach = (TRUST - 1) * self.support
-        return self.support > 0 and self.low - reach <= running <= self.support + reach
+        return self.support > 0 and self.trusted_low <= running <= TRUST * self.support
 
     def _discounted(self, factor: float) -> LeverFit:
         """Every past sample's weight multiplied by `factor` (means unchanged)."""
