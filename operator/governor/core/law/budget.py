@@ -167,7 +167,8 @@ def _band(cfg: LawConfig) -> tuple[float, float]:
     target, so the P99 the budget settles at is under the SLO. Around the target (H200, GPU report 3n) the
     budget held 1622 for two minutes at a P99 of 50-55 ms against 50, the engine-side P99 settled at a
     median of 48.5 ms, and half the client's 10-s windows missed where a static budget met them all."""
-    return cfg.band_low * _aim(cfg), cfg.band_high * _aim(cfg)
+    aim = _aim(cfg)
+    return cfg.band_low * aim, cfg.band_high * aim
 
 
 def _aim(cfg: LawConfig) -> float:
