@@ -155,7 +155,8 @@ def plan_cap(
     if quantile_fit.with_prefill:
         level = quantile_fit.mean_x[1] if prefill_tokens is None else prefill_tokens
     intercept, slope = mean_fit.line(prefill_tokens)
-    work = Workload(arrival_rps, out_tokens, prefill_s, TpotLine(intercept, slope), settings.variability)
+    line = TpotLine(intercept, slope, mean_fit.trusted_low)
+    work = Workload(arrival_rps, out_tokens, prefill_s, line, settings.variability)
     aim = settings.margin * target_s
     model = _Model(quantile_fit, level, work, settings, ttft_bound_s, aim)
 
