@@ -11,7 +11,7 @@ import time
 from multiprocessing import Pool
 from pathlib import Path
 
-from governor_twin.fleet import report
+from governor_twin.fleet import bound, report
 from governor_twin.fleet.grid import entries
 from governor_twin.fleet.run import FleetRun, run
 from governor_twin.fleet.scenarios import ALL, BUILDERS, HELD_OUT, WARMUP_S
@@ -51,11 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     from governor_twin.fleet.grid import best_static_cap
 
     jobs, described = [], []
+    references: dict[str, str] = {}
     for name in names:
         probe = ALL[name](64, args.seed)
         described.append(f"{name}: {probe.description}")
         cap = best_static_cap(probe)
         jobs += [(name, i, cap, args.seed) for i in range(len(entries(probe)))]
+        references[name] = bound.line(ALL[name](cap, args.seed), cap)
     started = time.time()
     with Pool(args.workers) as pool:
         runs = pool.map(_job, jobs, chunksize=1)
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             "ran; no knob of any policy was chosen on them, and no goal is set: the lines under each heading "
             "ask the four main scenarios' questions again. " + "; ".join(described) + "."
         )
-    path = report.write(runs, out, header)
+    path = report.write(runs, out, header, references)
     print(path)
     return 0
 

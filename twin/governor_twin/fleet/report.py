@@ -148,7 +148,11 @@ def _representatives(runs: list[FleetRun]) -> list[FleetRun]:
     return list(best.values())
 
 
-def write(runs: list[FleetRun], out: Path, header: list[str]) -> Path:
+def write(
+    runs: list[FleetRun], out: Path, header: list[str], references: dict[str, str] | None = None
+) -> Path:
+    """REPORT.md and results.json under `out`; `references` holds a line per scenario printed under its goal
+    lines (governor_twin.fleet.bound's clairvoyant reference)."""
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# Fleet benchmark: cap plus replicas against the replica-only autoscalers", "", *header, ""]
     by_scn: dict[str, list[FleetRun]] = defaultdict(list)
@@ -162,6 +166,7 @@ def write(runs: list[FleetRun], out: Path, header: list[str]) -> Path:
             "",
             *goal_lines(rs),
             *frontier_line(rs),
+            *([references[name]] if references and name in references else []),
             "",
             *table(rs),
             "",

@@ -63,19 +63,41 @@ def warmed(scn: FleetScenario, start_rps: float, warmup_s: float = WARMUP_S, see
     )
 
 
+@dataclass(frozen=True)
+class Saturated:
+    """One engine kept full at `cap` on a scenario's lengths: its completions/s and its TPOT P99."""
+
+    cap: int
+    rps: float
+    tpot_p99_s: float
+
+
+def saturated(
+    prompt: NDArray[np.int64], output: NDArray[np.int64], cap: int, requests: int = 1500
+) -> Saturated:
+    """Completions/s of one saturated engine at `cap` for these lengths and the TPOT P99 of its requests,
+    both over the requests finishing between the 25th and 75th percentile (the start and drain left out)."""
+    profile = load_profile(PROFILE)
+    ok = prompt + output <= profile.max_model_len
+    pick = np.random.default_rng(0).integers(0, int(ok.sum()), requests)
+    out = output[ok][pick]
+    engine = Engine(profile, cap=cap)
+    engine.submit_many(np.zeros(requests), prompt[ok][pick], out)
+    engine.advance(1e9)
+    finish = engine.finish[:requests]
+    order = np.sort(finish)
+    lo, hi = order[requests // 4], order[3 * requests // 4]
+    steady = (finish >= lo) & (finish <= hi) & (out > 1)
+    tpot = (finish - engine.first_token[:requests])[steady] / (out[steady] - 1)
+    return Saturated(cap, float((requests // 2) / max(hi - lo, 1e-9)), float(np.percentile(tpot, 99)))
+
+
 def replica_rps(
     prompt: NDArray[np.int64], output: NDArray[np.int64], cap: int, requests: int = 1500
 ) -> float:
     """Completions/s of one saturated engine at `cap` for these lengths (between the 25th and 75th
     percentile completions)."""
-    profile = load_profile(PROFILE)
-    ok = prompt + output <= profile.max_model_len
-    pick = np.random.default_rng(0).integers(0, int(ok.sum()), requests)
-    engine = Engine(profile, cap=cap)
-    engine.submit_many(np.zeros(requests), prompt[ok][pick], output[ok][pick])
-    engine.advance(1e9)
-    finish = np.sort(engine.finish[:requests])
-    return float((requests // 2) / max(finish[3 * requests // 4] - finish[requests // 4], 1e-9))
+    return saturated(prompt, output, cap, requests).rps
 
 
 @cache
