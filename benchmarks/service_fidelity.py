@@ -32,7 +32,7 @@ from governor_twin.matrix.profiles import derive_targets, get_profile
 from governor_twin.matrix.run import _gpu, new_law_policy, static_caps
 from governor_twin.matrix.workloads import build
 from governor_twin.profile import EngineProfile
-from governor_twin.scenarios import Slo, generate
+from governor_twin.scenarios import Slo, _shared_root, generate
 from governor_twin.sim import run
 from numpy.typing import NDArray
 
@@ -47,7 +47,6 @@ CELLS = (
     ("h200_llama70b_derived", "steady"),
     ("h200_llama70b_derived", "prefill_heavy"),
 )
-SHARED = ROOT.parent / "shared"
 PHASE_S = 150.0  # the matrix's phase
 SAMPLE_S = 0.25  # how often the full engine's running batch is read
 
@@ -93,7 +92,7 @@ def predictions(profile_name: str, workload: str, target: str, seed: int, caps: 
     targets = derive_targets(profile)
     tpot_s = getattr(targets, f"{target}_s")
     scenario = build(
-        profile, workload, Slo(target_s=targets.medium_s, ttft_s=targets.ttft_s), PHASE_S, str(SHARED)
+        profile, workload, Slo(target_s=targets.medium_s, ttft_s=targets.ttft_s), PHASE_S, str(_shared_root())
     )
     work, scenario = generate(scenario, seed)
     scenario = replace(scenario, slo=Slo(target_s=tpot_s, ttft_s=targets.ttft_s))
