@@ -27,12 +27,11 @@ import numpy as np
 from governor.core.law import LawConfig, LawState, Observation, computed_decide
 from governor.core.law.computed import queue_model
 from governor.core.law.model import Decision
-from governor_twin.engine import Engine
 from governor_twin.matrix.profiles import derive_targets, get_profile
 from governor_twin.matrix.run import _gpu, new_law_policy, static_caps
 from governor_twin.matrix.workloads import build
 from governor_twin.profile import EngineProfile
-from governor_twin.scenarios import Slo, _shared_root, generate
+from governor_twin.scenarios import FullEngine, Slo, _shared_root, generate, kept_full
 from governor_twin.sim import run
 from numpy.typing import NDArray
 
@@ -48,34 +47,13 @@ CELLS = (
     ("h200_llama70b_derived", "prefill_heavy"),
 )
 PHASE_S = 150.0  # the matrix's phase
-SAMPLE_S = 0.25  # how often the full engine's running batch is read
 
 
 def saturated(
     profile: EngineProfile, cap: int, prompts: NDArray[np.int64], outputs: NDArray[np.int64]
-) -> tuple[float, float, float]:
-    """(completions/s, TPOT P99 in s, mean running) of an engine kept full at `cap` on these lengths."""
-    # Enough requests that the queue still holds some when three quarters have finished: the middle half
-    # of the completions is then served by a full engine.
-    n = max(600, 4 * cap + 400)
-    rng = np.random.default_rng(0)
-    pick = rng.integers(0, prompts.size, n)
-    p, o = prompts[pick], outputs[pick]
-    engine = Engine(profile, cap=cap)
-    engine.submit_many(np.zeros(n), p, o)
-    clock, held = 0.0, []
-    while not engine.idle():
-        clock += SAMPLE_S
-        engine.advance(clock)
-        held.append((clock, engine.num_running))
-    finish = engine.finish[:n]
-    order = np.sort(finish)
-    start, end = order[n // 4], order[3 * n // 4]
-    steady = (finish >= start) & (finish <= end) & (o > 1)
-    tpot = (finish[steady] - engine.first_token[:n][steady]) / (o[steady] - 1)
-    window = [h for t, h in held if start <= t <= end]
-    rate = (n // 2) / max(end - start, 1e-9)
-    return float(rate), float(np.percentile(tpot, 99)), float(np.mean(window)) if window else float("nan")
+) -> FullEngine:
+    """An engine kept full at `cap` on these lengths, with a queue that outlasts the measured span."""
+    return kept_full(profile, prompts, outputs, cap=cap, requests=max(600, 4 * cap + 400))
 
 
 class Predicted(NamedTuple):
@@ -148,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/matrix/SERVICE_FIDELITY.md")
     args = parser.parse_args(argv)
+    if args.seed < 0:
+        parser.error("--seed must be 0 or more")
     began = time.monotonic()
     lines = [
         "# What the levers law predicts a cap serves, against the twin kept full at that cap",

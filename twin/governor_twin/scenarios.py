@@ -28,7 +28,7 @@ from datetime import datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from governor.core.signals import LatencyKind
@@ -232,21 +232,47 @@ def _rate_fn(spec: dict[str, Any], duration: float) -> tuple[Any, float]:
 def capacity_rps(
     prompts: IntArray, outputs: IntArray, profile_name: str | EngineProfile, requests: int = 4000
 ) -> float:
-    """Completions per second of a saturated engine at its ceiling for these lengths (a twin measurement):
-    `requests` drawn from the lengths all arrive at once; the rate between the 25th and 75th percentile
-    completions. The profile by name, or a profile object (a derived one, not stored in the package)."""
-    from governor_twin.engine import Engine
+    """Completions per second of a saturated engine at its ceiling for these lengths (a twin measurement,
+    `kept_full`). The profile by name, or a profile object (a derived one, not stored in the package)."""
     from governor_twin.profile import load_profile
 
     profile = load_profile(profile_name) if isinstance(profile_name, str) else profile_name
     ok = prompts + outputs <= profile.max_model_len
-    pick = np.random.default_rng(0).integers(0, int(ok.sum()), requests)
-    engine = Engine(profile)
-    engine.submit_many(np.zeros(requests), prompts[ok][pick], outputs[ok][pick])
+    return kept_full(profile, prompts[ok], outputs[ok], requests=requests).rate_rps
+
+
+class FullEngine(NamedTuple):
+    rate_rps: float  # completions per second
+    tpot_p99_s: float  # TPOT P99 of the requests finishing in the measured span
+    mean_running: float  # the running batch, averaged over that span
+
+
+def kept_full(
+    profile: EngineProfile, prompts: IntArray, outputs: IntArray, cap: int | None = None, requests: int = 4000
+) -> FullEngine:
+    """A twin engine kept full at `cap` (its ceiling by default) on these lengths: `requests` drawn from
+    them all arrive at once, and the span between the 25th and 75th percentile completions is measured
+    (the queue must outlast it: `requests` well above the cap). The running batch is each request's time
+    from its first scheduling to its finish within the span, over the span's length."""
+    from governor_twin.engine import Engine
+
+    pick = np.random.default_rng(0).integers(0, prompts.size, requests)
+    out = outputs[pick]
+    engine = Engine(profile, cap=cap)
+    engine.submit_many(np.zeros(requests), prompts[pick], out)
     engine.advance(1e9)
-    finish = np.sort(engine.finish[:requests])
-    q1, q3 = finish[requests // 4], finish[3 * requests // 4]
-    return float((requests // 2) / max(q3 - q1, 1e-9))
+    finish = engine.finish[:requests]
+    order = np.sort(finish)
+    start, end = order[requests // 4], order[3 * requests // 4]
+    span = max(end - start, 1e-9)
+    steady = (finish >= start) & (finish <= end) & (out > 1)
+    tpot = (finish[steady] - engine.first_token[:requests][steady]) / (out[steady] - 1)
+    held = np.clip(finish, start, end) - np.clip(engine.first_scheduled[:requests], start, end)
+    return FullEngine(
+        float((requests // 2) / span),
+        float(np.percentile(tpot, 99)) if tpot.size else float("nan"),
+        float(np.sum(held) / span),
+    )
 
 
 @dataclass(frozen=True)
