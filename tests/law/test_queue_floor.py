@@ -120,6 +120,30 @@ def test_with_both_bounds_missed_and_no_cap_known_a_growing_queue_gets_the_cap_t
     assert (run[-1][0].waiting or 0.0) == 0.0
 
 
+def test_a_queue_without_end_at_a_cap_that_holds_the_per_token_bound_gets_the_cap_that_carries_it() -> None:
+    # 25 ms holds up to a batch of ~109 (P99 1.3 x tpot), which serves ~35 req/s; 40 arrive. At cap 100
+    # the P99 (23.4 ms) meets the target, but the queue grows without end there: held, every request would
+    # miss TTFT. The per-token bound is given up for the cap that carries the arrivals, and the queue stops
+    # growing.
+    assert service(max(c for c in range(1, 257) if 1.3 * tpot(c) <= 0.025)) < 40.0
+    run = drive(FluidEngine(arrivals=40.0, waiting=200.0), config(0.025), ticks=40, start_cap=100)
+    relief = [d for _, d in run if d.reason == "queue-relief"]
+    assert relief, [(d.cap, d.reason) for _, d in run]
+    assert "no end at this cap" in relief[0].detail and "per-token bound given up" in relief[0].detail
+    assert service(relief[0].cap) >= 40.0 and relief[0].replica_wish == 1, relief[0]
+    waiting = [obs.waiting or 0.0 for obs, _ in run]
+    assert waiting[-1] < max(waiting), waiting
+
+
+def test_a_queue_that_ends_at_a_cap_holding_the_per_token_bound_keeps_that_bound() -> None:
+    # The same backlog where cap 100 serves ~34 req/s and 33 arrive: the queue drains at this cap (slowly,
+    # past the TTFT bound for a while), so the per-token bound is kept.
+    assert service(100) > 33.0
+    run = drive(FluidEngine(arrivals=33.0, waiting=200.0), config(0.025), ticks=40, start_cap=100)
+    assert all(d.reason != "queue-relief" for _, d in run), [(d.cap, d.reason) for _, d in run]
+    assert max(d.cap for _, d in run) <= 124  # within the band: 1.3 x tpot(124) = 27.5 ms = 1.1 x 25 ms
+
+
 def test_a_backlog_the_ttft_bound_absorbs_is_left_to_queue() -> None:
     # A short backlog at a cap that carries the arrivals: it drains inside the bound, no raise for it.
     engine = FluidEngine(arrivals=20.0, waiting=10.0)

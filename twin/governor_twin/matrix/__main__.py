@@ -81,7 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         pols: list[Policy] = [project_law(tg.medium_s, h200.ceiling, gpu_type="h200", law="rules")]
         pols[0].name = CURRENT  # type: ignore[misc]
         if law is not None:
-            pols.append(new_law_policy(law, tg.medium_s, tg.ttft_s, h200.ceiling, "h200"))
+            # The check is the per-token SLO's, as the rule table runs it. Its step ends at 0.94 x the
+            # ceiling's capacity, more than any cap meeting the target carries (static 128: P99 24 ms, the
+            # queue without end): with the TTFT bound too no cap meets both, and the law gives up the
+            # per-token bound once the queue shows no end. That row shows the trade; the matrix's 2x step
+            # cells score it.
+            pols.append(new_law_policy(law, tg.medium_s, None, h200.ceiling, "h200"))
+            both = new_law_policy(law, tg.medium_s, tg.ttft_s, h200.ceiling, "h200")
+            both.name = f"{both.name}, TTFT bound too"
+            pols.append(both)
         pols += [StaticPolicy(64), StaticPolicy(128)]
         reactions = react_all(scenario, h200, pols, args.seed)
     command = "python benchmarks/matrix_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])

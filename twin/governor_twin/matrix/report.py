@@ -129,7 +129,10 @@ def cells_markdown(cells: Sequence[Cell]) -> str:
 def reaction_markdown(reactions: Sequence[Reaction], slo_s: float) -> str:
     out = [
         f"Goal: back under the SLO ({slo_s * 1e3:.1f} ms) within {GOAL_TICKS} ticks, at most "
-        f"{GOAL_OVERSHOOTS} overshoot.",
+        f"{GOAL_OVERSHOOTS} overshoot. The step: 0.47 to 0.94 x the ceiling's capacity, more than any cap "
+        'meeting the target carries. The laws govern the per-token SLO alone; a row marked "TTFT bound '
+        "too\" governs the matrix's TTFT bound as well, where no cap meets both bounds after the step (the "
+        "law gives up the per-token one once the queue shows no end; the 2x step cells score that trade).",
         "",
         "| policy | violated after the step | ticks to recover | overshoots | goal | "
         "P99 per tick after the step (ms) |",

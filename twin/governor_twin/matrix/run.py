@@ -42,7 +42,7 @@ def load_law(path: str) -> tuple[Law | None, str]:
     return fn, f"new law: {path}"
 
 
-def new_law_policy(law: Law, tpot_s: float, ttft_s: float, ceiling: int, gpu: str | None) -> LawPolicy:
+def new_law_policy(law: Law, tpot_s: float, ttft_s: float | None, ceiling: int, gpu: str | None) -> LawPolicy:
     cfg = LawConfig(slo_target_s=tpot_s, ceiling=ceiling, gpu_type=gpu, ttft_bound_s=ttft_s)
     return LawPolicy(NEW, cfg, law=law)
 
