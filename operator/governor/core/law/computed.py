@@ -19,8 +19,9 @@ lies below and its own backlog still waits within the bound (a burst the bound a
 no cap meets both bounds, and the per-token one is given up: a request that misses TTFT counts for nothing.
 When the backlog would hold requests past their TTFT bound behind a binding cap, the cap goes up a step at a
 time within the per-token cap (and the trust region), or, with no such cap known and the per-token bound
-already missed, one step per episode, or one move to the smallest cap that carries the arrivals while the
-queue measurably grows, asking for replicas. A backlog the TTFT bound absorbs (a burst that ends) is left
+already missed (or held, on a queue without end at the cap: it grows, and the cap serves less than arrives),
+one step per episode, or one move to the smallest cap that carries the arrivals while the queue measurably
+grows, asking for replicas. A backlog the TTFT bound absorbs (a burst that ends) is left
 to queue. Last, for an inter-token SLO, the token budget
 (governor.core.law.budget): while it can still go down it answers the miss first and the cap's cuts wait.
 
@@ -316,9 +317,9 @@ def _carry_the_queue(
     8 -> 10 -> 12 for the queue, and cut 12 -> 6). Where the backlog, one window ahead, would make a
     request wait past its TTFT bound behind a binding cap, the cap goes up a step at a time, within the
     per-token cap where a confident fit knows one (and its trust region); with none known and the per-token
-    bound already missed at this cap, one step per episode, asking for replicas (no cap is known to meet
-    both bounds). A backlog that the bound absorbs (a burst that ends) is left to queue: the per-token
-    bound first."""
+    bound already missed at this cap (or held there on a queue without end), one step per episode, asking
+    for replicas (no cap is known to meet both bounds). A backlog that the bound absorbs (a burst that ends)
+    is left to queue: the per-token bound first."""
     decision, origin = _queue_side(state, obs, cfg, base, chosen, plan)
     if decision.state.queue_raised_from == origin:
         return decision
