@@ -154,7 +154,9 @@ class SLO(_Model):
     """The latency the quantile must stay under, in milliseconds."""
     ttft_ms: float | None = Field(default=None, gt=0, le=3_600_000)
     """Optional TTFT bound (ms) a request must also meet to count as goodput. With a per-token kind, a TTFT
-    quantile above it while a queue waits behind a binding cap asks for a replica (the cap is not moved)."""
+    quantile above it while a queue waits behind a binding cap asks for a replica; the levers law also
+    weighs it in the cap: where no cap meets both bounds it gives up the per-token one and raises the cap for
+    the queue (the rule table does not move the cap for it)."""
 
 
 class LongTailMode(_Model):
