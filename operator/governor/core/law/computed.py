@@ -377,8 +377,8 @@ def _queue_side(
         (not missed and not endless) or own_doing or (origin is not None and current > origin and not grows)
     ):
         # The per-token bound holds now and no fit says how far it would (per-token first), while the queue
-        # at this cap would end (held there on a queue without end, the twin's bursts lost a tenth of the
-        # requests within both bounds, 8B medium 0.86 -> 0.99 x the best static); or the miss
+        # at this cap would end (held there on a queue without end, the twin's H200 8B medium bursts scored
+        # 0.86 x the best static within both bounds; given up there, 1.03); or the miss
         # follows a raise within a window, the raise's own doing (H200, 20 ms: raises 64 -> 99 as a burst
         # began, the miss they caused, then this step to 123: attainment 0.86 against 1.00); or this
         # episode's one step for the queue is taken, its miss may be that step's own doing, and the queue
