@@ -4,9 +4,11 @@ the per-phase oracle, the current law and the new law (when importable)."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from governor.core.law import Law, LawConfig
 
@@ -42,8 +44,18 @@ def load_law(path: str) -> tuple[Law | None, str]:
     return fn, f"new law: {path}"
 
 
-def new_law_policy(law: Law, tpot_s: float, ttft_s: float | None, ceiling: int, gpu: str | None) -> LawPolicy:
-    cfg = LawConfig(slo_target_s=tpot_s, ceiling=ceiling, gpu_type=gpu, ttft_bound_s=ttft_s)
+def new_law_policy(
+    law: Law,
+    tpot_s: float,
+    ttft_s: float | None,
+    ceiling: int,
+    gpu: str | None,
+    overrides: Mapping[str, Any] | None = None,
+) -> LawPolicy:
+    """The new law's policy for one cell; `overrides` replace LawConfig defaults (the knob study)."""
+    cfg = LawConfig(
+        slo_target_s=tpot_s, ceiling=ceiling, gpu_type=gpu, ttft_bound_s=ttft_s, **dict(overrides or {})
+    )
     return LawPolicy(NEW, cfg, law=law)
 
 
@@ -54,11 +66,28 @@ class Task:
     policy: Policy
     judge: tuple[tuple[str, float, float], ...]  # (target name, TPOT target, TTFT bound)
     seed: int = 0
+    # (module, name, value): a module constant set for this run only (the knob study's constants)
+    constants: tuple[tuple[str, str, float], ...] = ()
 
 
 def run_task(task: Task) -> dict[str, CellScore]:
-    res = run(task.scenario, task.policy, seed=task.seed, profile=task.profile)
+    with _constants(task.constants):
+        res = run(task.scenario, task.policy, seed=task.seed, profile=task.profile)
     return {name: score(res, tpot, ttft) for name, tpot, ttft in task.judge}
+
+
+@contextmanager
+def _constants(values: Sequence[tuple[str, str, float]]) -> Iterator[None]:
+    """Set module constants for one run in this worker, and put them back after it."""
+    modules = [importlib.import_module(module) for module, _, _ in values]
+    before = [getattr(m, name) for m, (_, name, _) in zip(modules, values, strict=True)]
+    try:
+        for m, (_, name, value) in zip(modules, values, strict=True):
+            setattr(m, name, value)
+        yield
+    finally:
+        for m, (_, name, _), old in zip(modules, values, before, strict=True):
+            setattr(m, name, old)
 
 
 @dataclass
@@ -113,6 +142,39 @@ def _oracle(cell: Cell, caps: Sequence[int], scenario: Scenario) -> SchedulePoli
     return SchedulePolicy([(a, c) for (_, a, _), c in zip(phases, chosen, strict=True)], name=ORACLE)
 
 
+@dataclass(frozen=True)
+class Plan:
+    """One (profile, workload): its scenario (the medium target's SLO) and the targets it is judged on."""
+
+    profile: EngineProfile
+    workload: str
+    scenario: Scenario
+    judge: tuple[tuple[str, float, float], ...]
+    offered_rps: float
+
+    def judged(self, tpot_s: float, ttft_s: float) -> Scenario:
+        """The scenario with one target's SLO (the arrivals and lengths are the same)."""
+        return replace(self.scenario, slo=Slo(target_s=tpot_s, ttft_s=ttft_s))
+
+
+def scenarios(
+    profiles: Sequence[tuple[EngineProfile, Targets]],
+    workloads: Sequence[str],
+    phase_s: float,
+    shared: str,
+    targets: Sequence[str],
+    seed: int,
+) -> list[Plan]:
+    plans = []
+    for prof, tg in profiles:
+        judge = tuple((n, v, tg.ttft_s) for n, v in tg.items() if n in targets)
+        for w in workloads:
+            scenario = build(prof, w, Slo(target_s=tg.medium_s, ttft_s=tg.ttft_s), phase_s, shared)
+            work, scenario = generate(scenario, seed)  # trace phases get their durations
+            plans.append(Plan(prof, w, scenario, judge, work.sent_s.size / scenario.duration_s))
+    return plans
+
+
 def evaluate(
     profiles: Sequence[tuple[EngineProfile, Targets]],
     workloads: Sequence[str],
@@ -127,26 +189,23 @@ def evaluate(
     mapper, pool = _mapper(jobs)
     try:
         cells: list[Cell] = []
-        static_tasks: list[Task] = []
-        plans = []
-        for prof, tg in profiles:
-            judge = tuple((n, v, tg.ttft_s) for n, v in tg.items() if n in targets)
-            caps = static_caps(prof.ceiling, cap_limit)
-            for w in workloads:
-                scenario = build(prof, w, Slo(target_s=tg.medium_s, ttft_s=tg.ttft_s), phase_s, shared)
-                work, scenario = generate(scenario, seed)  # trace phases get their durations
-                offered = work.sent_s.size / scenario.duration_s
-                static_tasks += [Task(scenario, prof, StaticPolicy(c), judge, seed) for c in caps]
-                plans.append((prof, judge, caps, scenario, w, offered))
+        plans = scenarios(profiles, workloads, phase_s, shared, targets, seed)
+        static_tasks = [
+            Task(p.scenario, p.profile, StaticPolicy(c), p.judge, seed)
+            for p in plans
+            for c in static_caps(p.profile.ceiling, cap_limit)
+        ]
         static_scores = iter(mapper(static_tasks))
         second: list[Task] = []
-        for prof, judge, caps, scenario, w, offered in plans:
+        for p in plans:
+            prof, judge, scenario, w = p.profile, p.judge, p.scenario, p.workload
+            caps = static_caps(prof.ceiling, cap_limit)
             per_cap = [next(static_scores) for _ in caps]
             for name, tpot, ttft in judge:
-                cell = Cell(prof.name, name, tpot, ttft, w, offered_rps=offered)
+                cell = Cell(prof.name, name, tpot, ttft, w, offered_rps=p.offered_rps)
                 cell.scores = {f"static {c}": s[name] for c, s in zip(caps, per_cap, strict=True)}
                 one = ((name, tpot, ttft),)
-                sc = replace(scenario, slo=Slo(target_s=tpot, ttft_s=ttft))
+                sc = p.judged(tpot, ttft)
                 second.append(Task(sc, prof, _oracle(cell, caps, scenario), one, seed))
                 law = project_law(tpot, prof.ceiling, gpu_type=_gpu(prof), law="rules")
                 second.append(Task(sc, prof, replace(law, name=CURRENT), one, seed))
