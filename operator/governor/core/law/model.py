@@ -15,7 +15,17 @@ Mode = Literal["normal", "long-tail", "burst"]
 
 
 class LawConfig(BaseModel):
-    """Everything the law needs to know about one governed service. Built from the spec or the CLI flags."""
+    """Everything the law needs to know about one governed service. Built from the spec or the CLI flags.
+
+    Each knob's "Matrix" line is measured (`python -m governor_twin.matrix.knobs`, KNOBS.md under
+    benchmarks/results/matrix): the levers law on the twin matrix with that knob below and above its default
+    and every other at its default, as its mean goodput over the served cells against each cell's best
+    static cap, on draws 0/1/2, where the defaults score 0.912/0.912/0.913. The values are the seed law's
+    or an early session's, chosen, then measured; none was changed on these figures (an alternative that
+    wins there wins on one or two cells, and it acts on the H200 and demo runs too). "Inert" means no
+    served cell moved by more than 0.05 at either value on any draw: the matrix cannot tell, and the reason
+    given is the one the knob stands on.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -28,28 +38,62 @@ class LawConfig(BaseModel):
     gpu_type: str | None = None
     model_class: str | None = None
     decrease_factor: float = Field(default=0.8, gt=0, lt=1)
+    """Rule 4's gentlest cut (the seed law's x0.8). Matrix: 0.7 0.911/0.912/0.922, 0.9 0.905/0.915/0.915
+    (the CPU medium 2x step -0.09, +0.14, +0.06: cells both ways)."""
     strongest_decrease: float = Field(default=0.5, gt=0, lt=1, description="factor for a P99 far above SLO")
+    """Rule 4's deepest cut, for a P99 far above the SLO; also the deepest a model cut goes in one move.
+    Matrix: 0.35 0.910/0.905/0.900, 0.65 0.910/0.912/0.901: never higher."""
     increase_factor: float = Field(default=1.15, gt=1, le=4)
+    """Rule 4's raise (the seed law's x1.15). Matrix: 1.08 0.910/0.907/0.909, 1.3 0.918/0.915/0.916
+    (nearly all of it one cell, the H200 8B medium 2x step, +0.25/+0.08/+0.12: the climb after the step)."""
     band_low: float = Field(default=0.9, gt=0, le=1)
+    """Rule 3's band around the SLO, lower edge. Matrix: 0.8 0.907/0.912/0.912, 0.95 0.915/0.912/0.913."""
     band_high: float = Field(default=1.1, ge=1)
+    """Rule 3's band, upper edge. Matrix: 1.05 0.911/0.912/0.913, 1.2 0.910/0.916/0.915 (cells both ways)."""
     alpha: float = Field(default=0.5, gt=0, le=1, description="EWMA weight of the newest P99")
+    """Rule 1's smoothing. Matrix: 0.25 0.900/0.907/0.902 (the H200 8B medium bursts -0.16/-0.22/-0.20: a
+    burst is seen late), 1.0 0.902/0.914/0.913."""
     max_step: int | None = Field(default=None, ge=1)
+    """Rule 4's optional limit (none: the factors bound a step). Matrix: 4 0.903/0.908/0.912 (4-8 cells
+    down a draw), 16 0.911/0.912/0.912."""
     cooldown_s: float = Field(default=10.0, ge=0)
+    """Rule 5: no move this long after a cut (a lower cap bites only as running requests finish).
+    Matrix: 5 0.908/0.915/0.909, 20 0.909/0.917/0.916 (cells both ways at either)."""
     raise_after_ticks: int = Field(default=2, ge=1)
+    """Rule 3: comfortable ticks in a row before a raise. Matrix: 1 0.910/0.911/0.913, 4 0.909/0.911/0.910."""
     tick_s: float = Field(default=5.0, gt=0)
+    """The control period (the operator's default; Prometheus scrapes every 5 s). Matrix: 2.5
+    0.899/0.918/0.915 (cells both ways, 4-5 down on two draws), 10 0.905/0.900/0.905 (lower on every draw)."""
     window_s: float = Field(default=30.0, gt=0)
+    """The window the P99 and the rates are read over. Matrix: 15 0.907/0.937/0.908 (draw 1 +0.025 with no
+    cell down, draws 0 and 2 lower), 60 0.901/0.898/0.899 (lower on every draw: the P99 lags the batch)."""
     binding_fraction: float = Field(default=0.9, gt=0, le=1)
+    """Rule 7: running at this share of the cap binds it. Inert on the matrix (0.8, 0.97); rule 7 says why."""
     queue_binding_fraction: float = Field(
         default=0.85, gt=0, le=1, description="busy share that binds when a queue waits beside it"
     )
+    """Inert on the matrix (0.7, 0.95); rule 7: 0.5 cost the twin 30 points of steady SLO windows."""
     queue_min: float = Field(default=1.0, ge=0, description="waiting requests that count as a queue")
+    """Inert on the matrix (0.5, 4): one waiting request is a queue."""
     queue_growth_fraction: float = Field(default=0.1, gt=0, description="arrivals above completions, share")
+    """Rule 9. Matrix: 0.05 0.912/0.913/0.918, 0.2 0.905/0.911/0.911 (cuts into a growing queue: a CPU
+    cell -0.10 on every draw)."""
     queue_growth_min: float = Field(default=0.2, ge=0, description="req/s of queue growth that always counts")
+    """Rule 9's absolute floor of growth. Matrix: 0.1 0.911/0.912/0.909 (one cell, -0.10 on draw 2), 0.5
+    unchanged."""
     replica_after_ticks: int = Field(default=3, ge=1)
+    """Rule 10's replica wish. Inert on the matrix by construction (one engine, no planner); the fleet
+    benchmark measures the wish path (its "law's wish only" rows)."""
     queue_growth_ticks: int = Field(default=2, ge=1, description="ticks of queue growth that stop decreases")
+    """Rule 9, and the levers law's test of a queue without end. Matrix: 1 0.914/0.922/0.913 (up on two
+    draws, cells both ways on the third), 4 0.901/0.909/0.910 (the H200 8B tight long tail -0.22)."""
     idle_after_ticks: int = Field(default=12, ge=1)
+    """Rule 10's scale-in wish. Inert on the matrix by construction, as replica_after_ticks."""
     idle_fraction: float = Field(default=0.5, gt=0, lt=1)
+    """Rule 10: an engine at most this full is idle. Inert on the matrix by construction."""
     long_tail_fraction: float = Field(default=0.01, ge=0)
+    """Rule 11 (long-tail mode, this and the six below): the rule table only. The levers law runs without it,
+    which the matrix confirms (a control: nothing moves at 0.005 or 0.02)."""
     long_tail_cap_fraction: float = Field(default=0.25, gt=0, le=1)
     long_tail_hold_s: float = Field(default=60.0, ge=0)
     long_tail_base: float = Field(default=0.08, ge=0, description="long share, stationary traffic")
@@ -59,11 +103,16 @@ class LawConfig(BaseModel):
         default=120.0, ge=0, description="prompt P95 history first: the runtime's 60 s window filled, twice"
     )
     burst_slope: float = Field(default=0.15, gt=0)
+    """Rule 12 (burst pre-emption, this and the four below). Inert on the matrix, every knob at both values
+    (but for one cell, -0.05, at 0.08 on draw 2): its reason is the H200 trace replayed on the twin (without
+    the rule 0.925 against 0.997, caps up to 109 where it held 97 at most)."""
     burst_ticks: int = Field(default=3, ge=1)
     burst_min_rate: float = Field(default=0.5, ge=0)
     burst_hold_s: float = Field(default=30.0, ge=0)
     burst_baseline_ticks: int = Field(default=7, ge=0, description="ticks above burst_min_rate first")
     cautious_fraction: float = Field(default=0.85, gt=0, le=1, description="of the last violation cap")
+    """Rule 14 (the violation memory, this and the two below): the rule table only; a control on the matrix
+    (nothing moves at 0.7 or 0.95)."""
     cautious_step: int = Field(default=2, ge=1, description="additive raise near the last violation cap")
     memory_decay: float = Field(default=0.003, ge=0, description="per-tick rise of the violation cap")
     # The computed law (governor.core.law.computed) reads these; the rule-table law ignores them.
@@ -73,6 +122,8 @@ class LawConfig(BaseModel):
     plan_margin: float = Field(
         default=0.9, gt=0, le=1, description="aim the per-token quantile at this share of the target"
     )
+    """Room for the fitted line's error (levers.plan.PlanSettings.margin). Matrix: 0.8 0.909/0.908/0.910,
+    1.0 0.917/0.913/0.913 (the H200 8B medium 2x step +0.14 on draw 0, a cell down on draws 1 and 2)."""
 
     @model_validator(mode="after")
     def _coherent(self) -> LawConfig:

@@ -37,7 +37,9 @@ _MEAN_ABS_TO_SIGMA = math.sqrt(math.pi / 2)  # E|r| = σ·√(2/π) for normal r
 # supports (-14 % at B = 127), but at 1.5 B by up to 16 % and at 2 B by up to 24 % (B = 16, where the P99 is
 # still flat). benchmarks/levers_trust.py prints the table. Below the support the same distance holds: the
 # twin's 70B shape, whose P99 is steep at small batches and flatter later, fitted at batches 57..132 put one
-# sequence at 142 ms where batch 8 gives under 62 ms.
+# sequence at 142 ms where batch 8 gives under 62 ms. On the twin matrix (KNOBS.md, draws 0/1/2, 0.912/
+# 0.912/0.913 at 1.25): 1.1 0.909/0.911/0.910, 1.5 0.918/0.912/0.914 (the H200 8B medium 2x step +0.25 on
+# draw 0; a cell down on draws 1 and 2).
 TRUST = 1.25
 _SINGULAR = 1e-12  # relative size below which a co-moment matrix is treated as singular
 
