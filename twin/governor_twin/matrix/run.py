@@ -165,6 +165,7 @@ def scenarios(
     targets: Sequence[str],
     seed: int,
 ) -> list[Plan]:
+    """Every (profile, workload) the matrix runs, in its cells' order; the knob study re-runs the same."""
     plans = []
     for prof, tg in profiles:
         judge = tuple((n, v, tg.ttft_s) for n, v in tg.items() if n in targets)
