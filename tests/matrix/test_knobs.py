@@ -9,6 +9,7 @@ import governor.core.levers.fit as fit
 import pytest
 from governor.core.law.model import Observation
 from governor_twin.matrix.knobs import KNOBS, default_row, markdown, row, variant_tasks
+from governor_twin.matrix.knobs import main as knobs_main
 from governor_twin.matrix.profiles import derive_targets, get_profile
 from governor_twin.matrix.run import NEW, Cell, Plan, Task, evaluate, load_law, run_task, scenarios
 from governor_twin.policies import LawPolicy
@@ -89,3 +90,31 @@ def test_a_config_knob_reaches_the_law_and_a_control_moves_nothing() -> None:
     assert (r.worst, r.median, r.mean) == (default_row(cells).worst,) * 3
     table = markdown([default_row(cells), r], "header")
     assert f"| {control.name} (control) | {control.default():g} | {control.values[1]:g} |" in table
+
+
+def test_a_value_that_costs_goodput_counts_as_a_cell_down() -> None:
+    cells, _ = _one_cell()
+    knob = next(k for k in KNOBS if k.name == "alpha")
+    default = cells[0].scores[NEW].goodput_rps
+    r = row(cells, knob, 0.25, [default / 2])
+    base = default_row(cells)
+    assert (r.down, r.up) == (1, 0)
+    assert r.mean == pytest.approx(base.mean / 2)
+    assert r.largest.startswith("cpu_tiny_llama/medium/steady -")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--only", "alpha,no_such_knob", "--out", "x"], "unknown knob(s) in --only: no_such_knob"),
+        (["--only", "alpha"], "name its folder with --out"),
+        (["--seed", "-1"], "--seed must be 0 or more"),
+        (["--jobs", "0"], "--jobs 1 or more"),
+    ],
+)
+def test_bad_arguments_are_usage_errors_before_any_run(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        knobs_main(argv)
+    assert stop.value.code == 2 and said in capsys.readouterr().err

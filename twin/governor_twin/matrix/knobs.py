@@ -1,8 +1,8 @@
 """The levers law's knobs one at a time (issue 12: "each remaining knob has a measured reason"): the matrix
 with every default, then with each knob set below and above its default and the rest kept. Only the new
 law runs again per value; the static caps, so each cell's best static and the served cells, are the
-default run's. `python -m governor_twin.matrix.knobs [--jobs N] [--seed N] [--only a,b]` writes
-KNOBS.md and knobs.json under benchmarks/results/matrix (seed_N for N > 0).
+default run's. `python -m governor_twin.matrix.knobs [--jobs N] [--seed N]` writes KNOBS.md and
+knobs.json under benchmarks/results/matrix (seed_N for N > 0); `--only a,b --out DIR` some knobs, elsewhere.
 
 A knob is a `LawConfig` field, or a module constant of the law (set in the worker for that run only). The
 matrix judges TPOT SLOs, so the token budget's knobs (inter-token SLOs) are not here; nor are the
@@ -27,7 +27,7 @@ from governor.core.law import Law, LawConfig
 
 from governor_twin.matrix import report
 from governor_twin.matrix.__main__ import DEFAULT_OUT
-from governor_twin.matrix.profiles import PROFILES, derive_targets, get_profile, saturated_tpot_p99
+from governor_twin.matrix.profiles import PROFILES, derive_targets, get_profile
 from governor_twin.matrix.run import (
     DEFAULT_NEW_LAW,
     NEW,
@@ -202,20 +202,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated knob names (default: all)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    knobs = [k for k in KNOBS if not args.only or k.name in args.only.split(",")]
-    if not knobs:
-        parser.error(f"no knob named in --only; known: {', '.join(k.name for k in KNOBS)}")
+    if args.seed < 0 or args.jobs < 1 or args.phase_s <= 0:
+        parser.error("--seed must be 0 or more, --jobs 1 or more and --phase-s above 0")
+    names = {k.name for k in KNOBS}
+    only = [n for n in args.only.split(",") if n]
+    if unknown := sorted(set(only) - names):
+        parser.error(f"unknown knob(s) in --only: {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    if only and args.out is None:
+        parser.error("--only measures part of the study: name its folder with --out (the default holds all)")
+    knobs = [k for k in KNOBS if not only or k.name in only]
     out = args.out or (DEFAULT_OUT / f"seed_{args.seed}" if args.seed else DEFAULT_OUT)
     started = time.perf_counter()
     law, note = load_law(DEFAULT_NEW_LAW)
     if law is None:
         parser.error(note)
-    h200_one = saturated_tpot_p99(get_profile("h200_llama8b"), 1)
-    profiles = [get_profile(n) for n in PROFILES]
-    pairs = list(zip(profiles, [derive_targets(p, h200_one) for p in profiles], strict=True))
+    pairs = [(p, derive_targets(p)) for p in map(get_profile, PROFILES)]
     shared, targets = str(_shared_root()), ("tight", "medium", "loose")
-    cells = evaluate(pairs, WORKLOADS, law, args.phase_s, shared, jobs=args.jobs, seed=args.seed)
     plans = scenarios(pairs, WORKLOADS, args.phase_s, shared, targets, args.seed)
+    cells = evaluate(pairs, WORKLOADS, law, args.phase_s, shared, jobs=args.jobs, seed=args.seed, plans=plans)
     wanted = [(k, v) for k in knobs for v in k.values]
     tasks = [t for k, v in wanted for t in variant_tasks(plans, law, k, v, args.seed)]
     mapper, pool = _mapper(args.jobs)

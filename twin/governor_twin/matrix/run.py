@@ -186,11 +186,14 @@ def evaluate(
     cap_limit: int | None = None,
     targets: Sequence[str] = ("tight", "medium", "loose"),
     seed: int = 0,
+    plans: Sequence[Plan] | None = None,
 ) -> list[Cell]:
+    """Every cell's statics, oracle and laws; `plans`, when given, are `scenarios` of these arguments."""
     mapper, pool = _mapper(jobs)
     try:
         cells: list[Cell] = []
-        plans = scenarios(profiles, workloads, phase_s, shared, targets, seed)
+        if plans is None:
+            plans = scenarios(profiles, workloads, phase_s, shared, targets, seed)
         static_tasks = [
             Task(p.scenario, p.profile, StaticPolicy(c), p.judge, seed)
             for p in plans

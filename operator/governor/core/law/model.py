@@ -23,8 +23,8 @@ class LawConfig(BaseModel):
     static cap, on draws 0/1/2, where the defaults score 0.912/0.912/0.913. The values are the seed law's
     or an early session's, chosen, then measured; none was changed on these figures (an alternative that
     wins there wins on one or two cells, and it acts on the H200 and demo runs too). "Inert" means no
-    served cell moved by more than 0.05 at either value on any draw: the matrix cannot tell, and the reason
-    given is the one the knob stands on.
+    served cell moved by more than 0.05 at either value on any draw, or one cell on one draw (said where
+    so): the matrix cannot tell, and the reason given is the one the knob stands on.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
