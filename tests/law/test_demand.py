@@ -3,10 +3,14 @@ against one replica's capacity measured at the SLO; warming replicas count as su
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 from governor.core.demand import (
     DemandMemory,
     Sample,
     arrival_trend,
+    capacity,
     demand_replicas,
     estimated_capacity,
     measured_capacity,
@@ -109,7 +113,29 @@ def test_a_step_in_takes_no_more_than_the_pods_were_seen_to_serve() -> None:
     assert [r for _, r in memory.running] == [40.0] * 5 + [4.0]  # the window's ticks, the oldest forgotten
     assert sizing_capacity(memory, dip, SLO, -1) == 20.0 * 40.0 / ((5 * 40.0 + 4.0) / 6)
     assert estimated_capacity(20.0, 4.0, 64.0, 0.0125, SLO) == 160.0
-    # a step out keeps the estimate (sized low, it asks for a replica too many, never too few)
-    assert sizing_capacity(memory, dip, SLO, 1) == 160.0
+    # a step out takes the window's median estimate (sized low, it asks for a replica too many, never too
+    # few): the dip's own tick, 160, is one tick's Little's law at a batch the pods held for five seconds
+    assert [e for _, e in memory.estimates] == [16.0] * 5 + [160.0]
+    assert sizing_capacity(memory, dip, SLO, 1) == 16.0
     measured = DemandMemory(measured_rps=27.0, running=memory.running)
     assert sizing_capacity(measured, dip, SLO, -1) == 27.0  # a measure at the SLO stands
+
+
+def test_a_capacity_measured_at_one_cap_is_not_taken_for_another() -> None:
+    # Measured at cap 73 (the batch at the cap, the P99 within the SLO), then the law raised the cap to 95
+    # and the batch fell away from it: the measure is no longer this cap's, the window's estimates are.
+    memory = DemandMemory()
+    for t in range(0, 30, 5):
+        memory = remember(memory, Sample(float(t), 6, 16.2, 72.0, 73.0, 0.017, 97.0), SLO, 0.9, 30.0)
+    assert (memory.measured_rps, memory.measured_cap) == (16.2, 73.0)
+    at_73 = Sample(30.0, 6, 16.2, 72.0, 73.0, 0.017, 97.0)
+    assert capacity(memory, at_73, SLO) == 16.2
+    assert capacity(memory, dataclasses.replace(at_73, cap=78.0), SLO) == 16.2  # within SAME_CAP
+    for t in range(30, 65, 5):
+        memory = remember(memory, Sample(float(t), 8, 12.5, 25.0, 95.0, 0.012, 100.0), SLO, 0.9, 30.0)
+    assert memory.measured_rps == 16.2  # kept: the cap may come back
+    now = Sample(65.0, 8, 12.5, 25.0, 95.0, 0.012, 100.0)
+    estimate = estimated_capacity(12.5, 25.0, 95.0, 0.012, SLO)
+    assert abs(capacity(memory, now, SLO) - estimate) < 1e-9 and estimate > 22.0
+    # sized on the measure, 100 req/s projected would want 7 replicas; on this cap's estimate 5
+    assert wanted(memory, now, live=4, waiting=0.0, slo_s=SLO, window_s=30.0) == math.ceil(100.0 / estimate)
