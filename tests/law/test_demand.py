@@ -13,7 +13,6 @@ from governor.core.demand import (
     capacity,
     demand_replicas,
     estimated_capacity,
-    measured_capacity,
     remember,
     sizing_capacity,
     wanted,
@@ -23,12 +22,18 @@ from governor.core.planner import Cooldowns, PlannerState, ReplicaBounds, ScaleR
 SLO = 0.025
 
 
+def _measured(known: float | None, rate: float, running: float, cap: float, p99_s: float) -> float | None:
+    """One replica's capacity as the rule remembers it after one tick: `known` before it."""
+    before = DemandMemory(measured_rps=known, measured_cap=None if known is None else cap)
+    return remember(before, Sample(0.0, 1, rate, running, cap, p99_s, None), SLO, 0.9, 30.0).measured_rps
+
+
 def test_capacity_is_measured_only_while_the_cap_binds_within_the_slo() -> None:
-    assert measured_capacity(None, 30.0, 120.0, 125.0, 0.024, SLO, 0.9) == 30.0
+    assert _measured(None, 30.0, 120.0, 125.0, 0.024) == 30.0
     # not binding: today's rate is the load, not the capacity
-    assert measured_capacity(None, 20.0, 60.0, 125.0, 0.015, SLO, 0.9) is None
+    assert _measured(None, 20.0, 60.0, 125.0, 0.015) is None
     # binding past the SLO (a cap pushed for the queue) would overstate it: the last measure stands
-    assert measured_capacity(28.0, 40.0, 140.0, 143.0, 0.029, SLO, 0.9) == 28.0
+    assert _measured(28.0, 40.0, 140.0, 143.0, 0.029) == 28.0
 
 
 def test_capacity_before_the_cap_binds_is_a_conservative_little_law_estimate() -> None:

@@ -23,8 +23,9 @@ from governor.core.planner import DRAIN_S, STARTUP_S
 
 TREND_S = 120.0  # the arrivals' trend over the last two minutes
 MIN_TREND_SPAN_S = 90.0  # a trend over fewer seconds is noise
-# A capacity measured at one cap stands for caps within this fraction of it: the cap changes what a
-# replica serves (more slots, each slower), and the law moves it by at least a tenth when it moves.
+# A capacity measured at one cap stands for caps within this fraction of it: a replica's capacity, cap /
+# (time a request holds a slot), moves with the cap by at most the cap's own share, so within a tenth of the
+# cap the measure is within a tenth of the truth; further away the window's estimates are nearer.
 SAME_CAP = 0.1
 
 
@@ -49,20 +50,6 @@ def _measures(
     past the SLO would overstate it)."""
     binding = bool(running and cap and running >= binding_fraction * cap)
     return bool(rate) and binding and p99_s is not None and p99_s <= slo_s
-
-
-def measured_capacity(
-    known: float | None,
-    rate: float | None,
-    running: float | None,
-    cap: float | None,
-    p99_s: float | None,
-    slo_s: float,
-    binding_fraction: float,
-) -> float | None:
-    """One replica's completions/s at its cap, at the SLO: the per-pod rate while the cap binds and the P99
-    meets the SLO; else the last one measured."""
-    return rate if _measures(rate, running, cap, p99_s, slo_s, binding_fraction) else known
 
 
 def estimated_capacity(
@@ -153,12 +140,12 @@ def remember(
 def capacity(memory: DemandMemory, sample: Sample, slo_s: float) -> float | None:
     """Measured at the SLO at (about) today's cap, else estimated: the window's median estimate (one
     tick's Little's law is noisy). A measure taken at another cap is not this one's: on the fleet
-    benchmark's Azure trace 16.2 req/s measured at cap 73 in the first minutes stood for the whole run
-    at cap 95, where a replica serves about 22, and the rule held 12 replicas at a peak worth 8 (2.60 GPU-h;
-    taken at its own cap only: 8 replicas, 2.06 GPU-h; on the other two draws 2.72 -> 2.32 and 2.81 -> 1.94;
-    diurnal 2.25 -> 1.96). The estimate is conservative where the P99 sits far under the SLO: the held-out 45-s bursts,
-    which a noisy tick's estimate had met with 5 ready replicas, now meet their first burst with 4
-    (attainment 94.6 -> 90.9 %)."""
+    benchmark's Azure trace 16.2 req/s measured at cap 73 in the first minutes stood for the whole run at
+    cap 95, where a replica serves about 22, and the rule held 12 replicas at a peak worth 8 (2.60 GPU-h;
+    taken at its own cap only: 8 replicas, 2.06 GPU-h; on the other two draws 2.72 -> 2.32 and 2.81 ->
+    1.94; diurnal 2.25 -> 1.96). The estimate is conservative where the P99 sits far under the SLO: the
+    held-out 45-s bursts, which a noisy tick's estimate had met with 5 ready replicas, now meet their first
+    burst with 4 (attainment 94.6 -> 90.9 %)."""
     if memory.measured_rps and _same_cap(memory.measured_cap, sample.cap):
         return memory.measured_rps
     if memory.estimates:
