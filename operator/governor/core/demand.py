@@ -130,6 +130,7 @@ def remember(
     estimate = estimated_capacity(sample.rate, sample.running, sample.cap, sample.p99_s, slo_s)
     return DemandMemory(
         measured_rps=measured,
+        # the trend's points span TREND_S inclusive: 25 ticks of 5 s over two minutes
         arrivals=_recent(memory.arrivals, sample.now_s, sample.arrivals_rps, TREND_S + 1e-6),
         running=_recent(memory.running, sample.now_s, sample.running, window_s),
         measured_cap=measured_cap,
