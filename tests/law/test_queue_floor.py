@@ -251,3 +251,19 @@ def test_a_mean_line_measured_at_large_batches_promises_small_caps_no_free_token
     # Within the trust region the line is read as fitted.
     assert abs(model.work.tpot.at(40.0) - (-0.0013 + 0.00041 * 40.0)) < 1e-4
     assert model.work.tpot.at(2.0) == model.work.tpot.at(lowest) > 0.0
+
+
+def test_a_backlog_standing_behind_a_cap_below_the_floor_gets_the_cap_raised() -> None:
+    # Cap 25 serves exactly what arrives, so a backlog of 100 neither grows nor drains: each request waits
+    # 5.3 s against the 2.5 s bound, forever. The P99 (10.5 ms) misses 8 ms, so the table asks for a cut
+    # every tick, and the floor refuses it. Held there (as before), the backlog stood; its growth never
+    # counts up, but once the mean line is fitted its service says this cap does not carry the arrivals,
+    # so the cap goes up, within what the line has seen (1.25 x 25), and the backlog drains.
+    arrivals = service(25)
+    engine = FluidEngine(arrivals=arrivals, waiting=100.0)
+    run = drive(engine, config(0.008), ticks=30, start_cap=25)
+    caps = [d.cap for _, d in run]
+    assert all(d.reason != "slo-violation" for _, d in run), caps  # the floor keeps every cut out
+    assert max(caps) > 25 and max(caps) <= int(1.25 * 25), caps
+    assert service(max(caps)) >= 1.1 * arrivals
+    assert (run[-1][0].waiting or 0.0) == 0.0, [obs.waiting for obs, _ in run]

@@ -21,7 +21,8 @@ When the backlog would hold requests past their TTFT bound behind a binding cap,
 time within the per-token cap (and the trust region), or, with no such cap known and the per-token bound
 already missed (or held, on a queue without end at the cap: it grows, and the cap serves less than arrives),
 one step per episode, or one move to the smallest cap that carries the arrivals while the queue measurably
-grows, asking for replicas. A backlog the TTFT bound absorbs (a burst that ends) is left
+grows (or, the per-token bound missed, stands where the cap's modelled service falls short of the arrivals:
+then within the trust region), asking for replicas. A backlog the TTFT bound absorbs (a burst that ends) is left
 to queue. Last, for an inter-token SLO, the token budget
 (governor.core.law.budget): while it can still go down it answers the miss first and the cap's cuts wait.
 
@@ -358,21 +359,31 @@ def _queue_side(
     current = max(chosen.cap, state.cap)
     late = model.late_ahead(current, cfg.window_s, bound) if bound is not None else floor > current
     origin = state.queue_raised_from if late else None
+    missed = (base.state.p99_smoothed or 0.0) > cfg.band_high * cfg.slo_target_s
+    # The queue measurably grows at this cap (the table's growth count) and holds more than a batch: the
+    # cap, not a raise, is what falls short. Only against a TTFT bound: without one the SLO is the per-token
+    # bound alone, and the queue the replicas'.
+    queued = bound is not None and model.waiting > current
+    grows = queued and base.state.growth_ticks >= cfg.queue_growth_ticks
+    # ... or, with the per-token bound already missed at this cap, the queue stands where the mean line's
+    # service falls short of the arrivals: it has no end there either, though its growth, swinging with the
+    # arrivals, never counts up.
+    stands = queued and not grows and missed and model.work is not None and not model.carries(current)
+    grows = grows or stands
     if chosen.cap < state.cap and chosen.cap < floor:  # a cut, held at the floor
         cap = state.cap if per_token is None else min(state.cap, floor)
         detail = f"no cut below {floor}, the smallest cap that carries the arrivals; {chosen.detail}"
         held = _decision(state, base, cap, "queue-floor", detail, chosen.replica_wish, _kept(chosen, cap))
-        return held, origin
+        if not (late and grows and state.cap < floor):
+            return held, origin
+        # The cap already stands below the floor, and the queue behind it grows and will wait past the
+        # TTFT bound: a hold would leave it there, so the raise below answers. (Before, the per-token
+        # miss's cut, held here, kept that raise from running: on the twin's CPU medium 2x step, draw 1,
+        # the step's cut 32 -> 25 left a backlog of 24-109 behind cap 25 for 145 s, the floor at 32.)
+        chosen = held
     if not (late and current < upper and _held_back(state, obs, cfg)):
         return chosen, origin
-    missed = (base.state.p99_smoothed or 0.0) > cfg.band_high * cfg.slo_target_s
     own_doing = state.raised_s is not None and obs.now_s - state.raised_s < cfg.window_s
-    # The queue measurably grows at this cap (the table's growth count) and holds more than a batch: the
-    # cap, not a raise, is what falls short. Only against a TTFT bound: without one the SLO is the per-token
-    # bound alone, and the queue the replicas'.
-    grows = (
-        bound is not None and base.state.growth_ticks >= cfg.queue_growth_ticks and model.waiting > current
-    )
     # ... and this cap's service falls short of the arrivals: the queue has no end here, and holding the
     # per-token bound only makes every request miss TTFT.
     endless = grows and model.service(current) < model.arrivals
@@ -402,6 +413,10 @@ def _queue_side(
     # A growing queue gets the smallest cap that carries it in one move (a chain of x1.25 steps a window
     # apart left 5,000 requests queued on the twin's H200 bursts); otherwise one step.
     cap = min(upper, max(step, floor) if grows else step)
+    if stands:  # a queue the model, not its growth, says has no end: the raise stays within the evidence
+        cap = min(cap, max(current, _trusted(chosen.state.quantile_fit)))
+        if cap <= current:
+            return chosen, origin
     per_token_side = (
         "the per-token bound is missed at this cap too"
         if missed
