@@ -363,13 +363,13 @@ def _queue_side(
     # The queue measurably grows at this cap (the table's growth count) and holds more than a batch: the
     # cap, not a raise, is what falls short. Only against a TTFT bound: without one the SLO is the per-token
     # bound alone, and the queue the replicas'.
-    queued = bound is not None and model.waiting > current
-    grows = queued and base.state.growth_ticks >= cfg.queue_growth_ticks
+    backlog = bound is not None and model.waiting > current
+    counted = backlog and base.state.growth_ticks >= cfg.queue_growth_ticks
     # ... or, with the per-token bound already missed at this cap, the queue stands where the mean line's
     # service falls short of the arrivals: it has no end there either, though its growth, swinging with the
     # arrivals, never counts up.
-    stands = queued and not grows and missed and model.work is not None and not model.carries(current)
-    grows = grows or stands
+    stands = backlog and not counted and missed and model.work is not None and not model.carries(current)
+    grows = counted or stands
     if chosen.cap < state.cap and chosen.cap < floor:  # a cut, held at the floor
         cap = state.cap if per_token is None else min(state.cap, floor)
         detail = f"no cut below {floor}, the smallest cap that carries the arrivals; {chosen.detail}"
