@@ -6,10 +6,13 @@ then known in closed form."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
+import pytest
 from governor.core.law import LAWS, Decision, LawConfig, LawState, Observation
-from governor.core.law.computed import queue_model
+from governor.core.law.computed import _share_within, queue_model
 from governor.core.levers.fit import LeverFit
 
 TICK = 5.0
@@ -17,25 +20,28 @@ OUT = 160.0
 PREFILL = 0.04
 
 
-def tpot(batch: float) -> float:
-    return 0.0048 + 0.000132 * batch
-
-
-def service(cap: float) -> float:
-    """Requests per second with every one of `cap` slots busy."""
-    return cap / (PREFILL + OUT * tpot(cap))
-
-
 @dataclass
 class FluidEngine:
     arrivals: float
     waiting: float = 0.0
+    intercept: float = 0.0048  # the mean-TPOT line, seconds (default: the H200's)
+    slope: float = 0.000132
+    prefill: float = PREFILL
+
+    def tpot(self, batch: float) -> float:
+        return self.intercept + self.slope * batch
+
+    def service(self, cap: float) -> float:
+        """Requests per second with every one of `cap` slots busy."""
+        return cap / (self.prefill + OUT * self.tpot(cap))
 
     def tick(self, cap: int, now: float) -> Observation:
-        per_token = OUT * 0.000132
-        settled = self.arrivals * (PREFILL + OUT * 0.0048) / max(1 - self.arrivals * per_token, 1e-9)
+        per_token = OUT * self.slope
+        settled = (
+            self.arrivals * (self.prefill + OUT * self.intercept) / max(1 - self.arrivals * per_token, 1e-9)
+        )
         if self.waiting > 0 or settled >= cap or settled < 0:
-            running, done = float(cap), service(cap)
+            running, done = float(cap), self.service(cap)
         else:
             running, done = settled, self.arrivals
         before, self.waiting = self.waiting, max(0.0, self.waiting + (self.arrivals - done) * TICK)
@@ -43,22 +49,31 @@ class FluidEngine:
         return Observation(
             now_s=now,
             queue_growth=(self.waiting - before) / TICK,  # Prometheus' deriv over the window
-            p99_s=1.3 * tpot(running),
+            p99_s=1.3 * self.tpot(running),
             running=running,
             waiting=self.waiting,
             request_rate=done,
-            tpot_mean_s=tpot(running),
-            ttft_p99_s=PREFILL + 2 * wait,
-            ttft_mean_s=PREFILL + wait,
+            tpot_mean_s=self.tpot(running),
+            ttft_p99_s=self.prefill + 2 * wait,
+            ttft_mean_s=self.prefill + wait,
             queue_time_mean_s=wait,
             output_tokens_mean=OUT,
         )
 
 
+def tpot(batch: float) -> float:
+    return FluidEngine(arrivals=0.0).tpot(batch)
+
+
+def service(cap: float) -> float:
+    return FluidEngine(arrivals=0.0).service(cap)
+
+
 def drive(
-    engine: FluidEngine, cfg: LawConfig, ticks: int, start_cap: int
+    engine: FluidEngine, cfg: LawConfig, ticks: int, start_cap: int, start: LawState | None = None
 ) -> list[tuple[Observation, Decision]]:
-    state, out = LawState(cap=start_cap), []
+    state = LawState(cap=start_cap) if start is None else start.model_copy(update={"cap": start_cap})
+    out = []
     for i in range(ticks):
         obs = engine.tick(state.cap, i * TICK)
         d = LAWS["levers"](state, obs, cfg)
@@ -67,8 +82,10 @@ def drive(
     return out
 
 
-def config(target_s: float) -> LawConfig:
-    return LawConfig(slo_target_s=target_s, ceiling=256, ttft_bound_s=2.5, tick_s=TICK, window_s=30.0)
+def config(target_s: float, ttft_bound_s: float = 2.5) -> LawConfig:
+    return LawConfig(
+        slo_target_s=target_s, ceiling=256, ttft_bound_s=ttft_bound_s, tick_s=TICK, window_s=30.0
+    )
 
 
 def test_no_cut_walks_the_cap_below_what_carries_the_arrivals() -> None:
@@ -267,3 +284,43 @@ def test_a_backlog_standing_behind_a_cap_below_the_floor_gets_the_cap_raised() -
     assert max(caps) > 25 and max(caps) <= int(1.25 * 25), caps
     assert service(max(caps)) >= 1.1 * arrivals
     assert (run[-1][0].waiting or 0.0) == 0.0, [obs.waiting for obs, _ in run]
+
+
+def test_a_raise_for_the_queue_stops_where_requests_still_meet_both_bounds() -> None:
+    # A large model's steep line (30 ms + 2 ms per sequence, prefill 0.2 s), its fits already learnt over
+    # batches 10-49: 90 ms holds up to a batch of 16, which serves 1.6 req/s; 2.2 arrive, which only about
+    # 54 carries. A backlog of 15 already waits, so a window ahead the wait passes the 20 s TTFT bound at
+    # cap 16: no cap meets both. At 54 the mean request's tokens take 138 ms and none would count (the law
+    # went there in one move before); the raise stops at the cap that keeps the most requests within both
+    # bounds over the next window, where the mean request still meets 90 ms, and the queue is left to
+    # the replicas it asks for.
+    engine = FluidEngine(arrivals=2.2, waiting=15.0, intercept=0.030, slope=0.002, prefill=0.2)
+    per_token = max(c for c in range(1, 257) if 1.3 * engine.tpot(c) <= 0.9 * 0.090)
+    carrying = min(c for c in range(1, 257) if engine.service(c) >= 1.1 * 2.2)
+    assert per_token == 16 and engine.service(per_token) < 2.2 and engine.tpot(carrying) > 1.5 * 0.090
+    quantile, mean = LeverFit(), LeverFit()
+    for i in range(40):
+        batch = 10.0 + i
+        quantile = quantile.update((batch,), 1.3 * engine.tpot(batch))
+        mean = mean.update((batch,), engine.tpot(batch))
+    learnt = LawState(cap=per_token, quantile_fit=quantile, mean_fit=mean)
+    run = drive(engine, config(0.090, ttft_bound_s=20.0), ticks=12, start_cap=per_token, start=learnt)
+    trail = [(d.cap, d.reason) for _, d in run]
+    assert max(d.cap for _, d in run) > per_token, trail  # the queue has its say
+    assert all(engine.tpot(d.cap) <= 0.090 for _, d in run), trail
+    relief = [d for _, d in run if d.reason == "queue-relief"]
+    assert relief and all("per-token bound given up" in d.detail and d.replica_wish == 1 for d in relief)
+    assert all((obs.queue_time_mean_s or 0.0) < 20.0 for obs, _ in run)
+
+
+def test_a_share_within_the_target_follows_the_lognormal_through_the_mean_and_the_p99() -> None:
+    assert _share_within(0.030, 0.020, 0.030) == pytest.approx(0.99, abs=1e-6)
+    sigma_median = 0.020 * math.exp(-0.5 * _sigma(0.020, 0.030) ** 2)  # the median of that spread
+    assert _share_within(sigma_median, 0.020, 0.030) == pytest.approx(0.5, abs=1e-6)
+    assert _share_within(0.060, 0.020, 0.030) > 0.9999 and _share_within(0.005, 0.020, 0.030) < 1e-4
+    assert _share_within(0.020, 0.020, 0.020) == 1.0 and _share_within(0.019, 0.020, 0.020) == 0.0
+
+
+def _sigma(mean_s: float, p99_s: float) -> float:
+    z = NormalDist().inv_cdf(0.99)
+    return z - math.sqrt(z * z - 2.0 * math.log(p99_s / mean_s))

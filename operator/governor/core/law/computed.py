@@ -16,13 +16,16 @@ per-token bound first where a cap is known to meet it: no cut goes below the sma
 (c / (prefill + out x tpot(c)) from the mean line) carries the arrivals and whose backlog, a window ahead,
 waits within the TTFT bound (below it the queue grows until every TTFT is a miss), unless the per-token cap
 lies below and its own backlog still waits within the bound (a burst the bound absorbs). Where it would not,
-no cap meets both bounds, and the per-token one is given up: a request that misses TTFT counts for nothing.
-When the backlog would hold requests past their TTFT bound behind a binding cap, the cap goes up a step at a
-time within the per-token cap (and the trust region), or, with no such cap known and the per-token bound
-already missed (or held, on a queue without end at the cap: it grows, and the cap serves less than arrives),
-one step per episode, or one move to the smallest cap that carries the arrivals while the queue measurably
-grows (or, the per-token bound missed, stands where the cap's modelled service falls short of the arrivals:
-then within the trust region), asking for replicas. A backlog the TTFT bound absorbs (a burst that ends) is
+no cap meets both bounds, and a request that misses either counts for nothing: the floor is the cap between
+the two that keeps the most requests within both over the next window (its service while the queue's wait
+stays within the TTFT bound, times the share of requests whose own tokens meet the target there); above the
+per-token cap the per-token bound is given up, at it the TTFT bound. When the backlog would hold requests past
+their TTFT bound behind a binding cap, the cap goes up a step at a time within the per-token cap (and the
+trust region), or, with no such cap known and the per-token bound already missed (or held, on a queue without
+end at the cap: it grows, and the cap serves less than arrives), one step per episode, or one move to the
+smallest cap that carries the arrivals while the queue measurably grows (or, the per-token bound missed,
+stands where the cap's modelled service falls short of the arrivals: then within the trust region), no further
+than that goodput goes, asking for replicas. A backlog the TTFT bound absorbs (a burst that ends) is
 left to queue. Last, for an inter-token SLO, the token budget (governor.core.law.budget): while it can still
 go down it answers the miss first and the cap's cuts wait.
 
@@ -38,7 +41,9 @@ to 128 cost 98 SLO misses at 20 ms).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
+from statistics import NormalDist
 from typing import Any, Literal, NamedTuple
 
 from governor.core.law.budget import budget_left, with_budget
@@ -340,22 +345,7 @@ def _queue_side(
         return chosen, None
     bound = _wait_bound(obs, cfg)
 
-    def holds(c: int) -> bool:  # carries the arrivals, and the backlog a window ahead waits within the bound
-        return model.carries(c) and (bound is None or not model.late_ahead(c, cfg.window_s, bound))
-
-    per_token = _meetable(plan)
-    floor = next((c for c in range(1, upper + 1) if holds(c)), upper)
-    if per_token is not None and per_token < floor:
-        if bound is None or not model.late_ahead(per_token, cfg.window_s, bound):
-            # The per-token bound first: its backlog, a window ahead, waits within the TTFT bound, or the SLO
-            # has no TTFT bound (its queue is the replicas' to answer).
-            floor = per_token
-        else:
-            # No cap meets both: the per-token cap would grow the queue until every TTFT is a miss, and a
-            # request that misses TTFT counts for nothing however fast its tokens. The per-token bound is
-            # the one given up (twin matrix, tight targets: holding it took goodput to 0.05 x static 256
-            # on the H200 8B's bursts; giving it up, 0.88).
-            per_token = None
+    floor, per_token, chosen = _floor(model, chosen, _meetable(plan), upper, bound, cfg)
     current = max(chosen.cap, state.cap)
     late = model.late_ahead(current, cfg.window_s, bound) if bound is not None else floor > current
     origin = state.queue_raised_from if late else None
@@ -413,6 +403,14 @@ def _queue_side(
     # A growing queue gets the smallest cap that carries it in one move (a chain of x1.25 steps a window
     # apart left 5,000 requests queued on the twin's H200 bursts); otherwise one step.
     cap = min(upper, max(step, floor) if grows else step)
+    if bound is not None:  # no further than the goodput it keeps: past it, tokens too slow to count
+        cap = _most_goodput(_goodput_at(model, chosen.state.quantile_fit, bound, cfg), current, cap)
+        if cap <= current:
+            detail = (
+                f"{chosen.detail}; {_why_late(bound)}, but no raise keeps more requests within both bounds "
+                "(the TTFT bound given up here); replicas needed"
+            )
+            return replace(chosen, detail=detail, replica_wish=1), origin
     if stands:  # a queue the model, not its growth, says has no end: the raise stays within the evidence
         cap = min(cap, max(current, _trusted(chosen.state.quantile_fit)))
         if cap <= current:
@@ -430,6 +428,85 @@ def _queue_side(
     return _decision(
         state, base, cap, "queue-relief", detail, 1, _kept(chosen, cap)
     ), current if origin is None else origin
+
+
+def _floor(
+    model: QueueModel,
+    chosen: Decision,
+    per_token: int | None,
+    upper: int,
+    bound: float | None,
+    cfg: LawConfig,
+) -> tuple[int, int | None, Decision]:
+    """The smallest cap a cut may take (the queue floor), the per-token cap still held (None: given up or
+    unknown), and the decision, told when the TTFT bound is the one given up."""
+
+    def holds(c: int) -> bool:  # carries the arrivals, and the backlog a window ahead waits within the bound
+        return model.carries(c) and (bound is None or not model.late_ahead(c, cfg.window_s, bound))
+
+    carry = next((c for c in range(1, upper + 1) if holds(c)), upper)
+    if per_token is None or per_token >= carry:
+        return carry, per_token, chosen
+    if bound is None or not model.late_ahead(per_token, cfg.window_s, bound):
+        # The per-token bound first: its backlog, a window ahead, waits within the TTFT bound, or the SLO
+        # has no TTFT bound (its queue is the replicas' to answer).
+        return per_token, per_token, chosen
+    # No cap meets both: the per-token cap grows the queue until every TTFT is a miss, and the cap that
+    # carries the arrivals may make every request's tokens too slow; a request that misses either counts
+    # for nothing. The bound given up is the one whose loss keeps more requests within both over the next
+    # window. Giving up the per-token bound always: the twin's 70B-shape tight 2x step at 0.34 x static 16,
+    # which holds that bound and lets a 22 s TTFT bound absorb the queue; holding it always: the H200 8B
+    # tight bursts at 0.05 x static 256 (0.88 given up).
+    goodput = _goodput_at(model, chosen.state.quantile_fit, bound, cfg)
+    floor = _most_goodput(goodput, per_token, carry)
+    if goodput is None or floor > per_token:
+        return floor, None, chosen  # the per-token bound given up
+    detail = (
+        f"{chosen.detail}; no cap meets both bounds, and the TTFT bound is the one given up: cap {per_token} "
+        f"keeps {goodput(per_token):.3g} req/s within both, cap {carry} (which carries the arrivals) "
+        f"{goodput(carry):.3g}; replicas needed"
+    )
+    return per_token, per_token, replace(chosen, detail=detail, replica_wish=1)
+
+
+def _share_within(target_s: float, mean_s: float, p99_s: float) -> float:
+    """Share of requests whose own per-token time is within `target_s`, for a lognormal spread with this
+    mean and 99th percentile."""
+    if mean_s <= 0 or p99_s <= mean_s:
+        return 1.0 if target_s >= mean_s else 0.0
+    z = NormalDist().inv_cdf(0.99)
+    spread = z * z - 2.0 * math.log(p99_s / mean_s)
+    if spread <= 0:
+        return 0.0
+    sigma = z - math.sqrt(spread)
+    return NormalDist(math.log(mean_s) - sigma * sigma / 2.0, sigma).cdf(math.log(target_s))
+
+
+def _goodput_at(
+    model: QueueModel, fit: LeverFit | None, bound: float, cfg: LawConfig
+) -> Callable[[int], float] | None:
+    """Requests per second meeting both bounds at a cap over the next window (the span the fits answer
+    for; the law decides again after it): the cap's service, counted only while the queue's wait stays
+    within the TTFT bound (the arrivals with the headroom `carries` asks), times the share of requests
+    whose own tokens meet the target there (mean line and quantile line). None without both lines."""
+    work = model.work
+    if work is None or fit is None or fit.count == 0:
+        return None
+
+    def goodput(cap: int) -> float:
+        service = model.service(cap)
+        growth = max(model.arrivals * RELIEF_HEADROOM - service, 0.0)
+        room = bound * service - model.waiting  # requests the queue may still take in within the bound
+        ends = (math.inf if room >= 0 else 0.0) if growth <= 0 else room / growth
+        share = _share_within(cfg.slo_target_s, work.tpot.at(cap), fit.predict((float(cap),)).mean)
+        return min(model.arrivals, service) * share * min(max(ends / cfg.window_s, 0.0), 1.0)
+
+    return goodput
+
+
+def _most_goodput(goodput: Callable[[int], float] | None, low: int, high: int) -> int:
+    """The cap in [low, high] that keeps the most goodput (the larger on a tie); `high` when unknown."""
+    return high if goodput is None else max(range(low, high + 1), key=lambda c: (goodput(c), c))
 
 
 def _why_late(bound: float | None) -> str:
