@@ -319,16 +319,17 @@ def _wait_bound(obs: Observation, cfg: LawConfig) -> float | None:
 def _carry_the_queue(
     state: LawState, obs: Observation, cfg: LawConfig, base: Decision, chosen: Decision, plan: CapPlan | None
 ) -> Decision:
-    """The goodput side of the trade, after the per-token side has chosen. A cap whose service falls short
-    of the arrivals grows a queue that ends in every request missing its TTFT: no cut goes below the
-    smallest cap that carries them and whose backlog, a window ahead, still waits within the TTFT bound (a
-    cut must not undo the raise below: without this the real CPU engine's demo cut 16 -> 8, raised
-    8 -> 10 -> 12 for the queue, and cut 12 -> 6). Where the backlog, one window ahead, would make a
-    request wait past its TTFT bound behind a binding cap, the cap goes up a step at a time, within the
-    per-token cap where a confident fit knows one (and its trust region); with none known and the per-token
-    bound already missed at this cap (or held there on a queue without end), one step per episode, asking
-    for replicas (no cap is known to meet both bounds). A backlog that the bound absorbs (a burst that ends)
-    is left to queue: the per-token bound first."""
+    """The goodput side of the trade, after the per-token side has chosen. A cap whose service falls short of
+    the arrivals grows a queue that ends in every request missing its TTFT: no cut goes below the smallest cap
+    that carries them and whose backlog, a window ahead, still waits within the TTFT bound (a cut must not
+    undo the raise below: without this the real CPU engine's demo cut 16 -> 8, raised 8 -> 10 -> 12 for the
+    queue, and cut 12 -> 6), or, where no cap meets both bounds, below the cap that keeps the most goodput
+    (`_floor`). Where the backlog, one window ahead, would make a request wait past its TTFT bound behind a
+    binding cap, the cap goes up a step at a time, within the per-token cap where a confident fit knows one
+    (and its trust region); with none known and the per-token bound already missed at this cap (or held there
+    on a queue without end), one step per episode, no further than the goodput it keeps, asking for replicas
+    (no cap is known to meet both bounds). A backlog that the bound absorbs (a burst that ends) is left to
+    queue: the per-token bound first."""
     decision, origin = _queue_side(state, obs, cfg, base, chosen, plan)
     if decision.state.queue_raised_from == origin:
         return decision
