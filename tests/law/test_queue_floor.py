@@ -319,6 +319,8 @@ def test_a_share_within_the_target_follows_the_lognormal_through_the_mean_and_th
     assert _share_within(sigma_median, 0.020, 0.030) == pytest.approx(0.5, abs=1e-6)
     assert _share_within(0.060, 0.020, 0.030) > 0.9999 and _share_within(0.005, 0.020, 0.030) < 1e-4
     assert _share_within(0.020, 0.020, 0.020) == 1.0 and _share_within(0.019, 0.020, 0.020) == 0.0
+    # The SLO's own quantile: the same line read as a P95 puts 95 % of requests under it.
+    assert _share_within(0.030, 0.020, 0.030, quantile=0.95) == pytest.approx(0.95, abs=1e-6)
 
 
 def _sigma(mean_s: float, p99_s: float) -> float:

@@ -470,13 +470,13 @@ def _floor(
     return per_token, per_token, replace(chosen, detail=detail, replica_wish=1)
 
 
-def _share_within(target_s: float, mean_s: float, p99_s: float) -> float:
+def _share_within(target_s: float, mean_s: float, upper_s: float, quantile: float = 0.99) -> float:
     """Share of requests whose own per-token time is within `target_s`, for a lognormal spread with this
-    mean and 99th percentile."""
-    if mean_s <= 0 or p99_s <= mean_s:
+    mean and this value at `quantile` (the SLO's)."""
+    if mean_s <= 0 or upper_s <= mean_s:
         return 1.0 if target_s >= mean_s else 0.0
-    z = NormalDist().inv_cdf(0.99)
-    spread = z * z - 2.0 * math.log(p99_s / mean_s)
+    z = NormalDist().inv_cdf(quantile)
+    spread = z * z - 2.0 * math.log(upper_s / mean_s)
     if spread <= 0:
         return 0.0
     sigma = z - math.sqrt(spread)
@@ -499,7 +499,8 @@ def _goodput_at(
         growth = max(model.arrivals * RELIEF_HEADROOM - service, 0.0)
         room = bound * service - model.waiting  # requests the queue may still take in within the bound
         ends = (math.inf if room >= 0 else 0.0) if growth <= 0 else room / growth
-        share = _share_within(cfg.slo_target_s, work.tpot.at(cap), fit.predict((float(cap),)).mean)
+        upper = fit.predict((float(cap),)).mean
+        share = _share_within(cfg.slo_target_s, work.tpot.at(cap), upper, cfg.quantile)
         return min(model.arrivals, service) * share * min(max(ends / cfg.window_s, 0.0), 1.0)
 
     return goodput
