@@ -314,13 +314,33 @@ def test_a_raise_for_the_queue_stops_where_requests_still_meet_both_bounds() -> 
 
 
 def test_a_share_within_the_target_follows_the_lognormal_through_the_mean_and_the_p99() -> None:
-    assert _share_within(0.030, 0.020, 0.030) == pytest.approx(0.99, abs=1e-6)
+    assert _share_within(0.030, 0.020, 0.030, 0.99) == pytest.approx(0.99, abs=1e-6)
     sigma_median = 0.020 * math.exp(-0.5 * _sigma(0.020, 0.030) ** 2)  # the median of that spread
-    assert _share_within(sigma_median, 0.020, 0.030) == pytest.approx(0.5, abs=1e-6)
-    assert _share_within(0.060, 0.020, 0.030) > 0.9999 and _share_within(0.005, 0.020, 0.030) < 1e-4
-    assert _share_within(0.020, 0.020, 0.020) == 1.0 and _share_within(0.019, 0.020, 0.020) == 0.0
+    assert _share_within(sigma_median, 0.020, 0.030, 0.99) == pytest.approx(0.5, abs=1e-6)
+    assert (
+        _share_within(0.060, 0.020, 0.030, 0.99) > 0.9999 and _share_within(0.005, 0.020, 0.030, 0.99) < 1e-4
+    )
     # The SLO's own quantile: the same line read as a P95 puts 95 % of requests under it.
-    assert _share_within(0.030, 0.020, 0.030, quantile=0.95) == pytest.approx(0.95, abs=1e-6)
+    assert _share_within(0.030, 0.020, 0.030, 0.95) == pytest.approx(0.95, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("target", "mean", "upper", "share"),
+    [
+        (0.020, 0.020, 0.020, 1.0),  # no spread: every request at the mean
+        (0.019, 0.020, 0.020, 0.0),
+        (0.020, 0.020, 0.010, 1.0),  # a quantile line below the mean line: taken as no spread
+        (0.020, 0.020, math.nextafter(0.020, 1.0), 1.0),  # a spread too small to tell: no zero sigma
+        (0.020, 0.020, 1.0, 0.0),  # a tail no lognormal with that mean reaches
+        (0.020, float("nan"), 0.030, 0.0),  # lines that say nothing vouch for no request
+        (0.020, 0.020, float("inf"), 0.0),
+        (0.020, 0.0, 0.030, 1.0),
+    ],
+)
+def test_a_share_within_the_target_from_degenerate_lines_is_a_number(
+    target: float, mean: float, upper: float, share: float
+) -> None:
+    assert _share_within(target, mean, upper, 0.99) == share
 
 
 def _sigma(mean_s: float, p99_s: float) -> float:

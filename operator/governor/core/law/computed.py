@@ -286,9 +286,17 @@ class QueueModel(NamedTuple):
     def late_ahead(self, cap: int, horizon_s: float, wait_bound_s: float) -> bool:
         """A request queued one horizon from now, behind today's backlog plus what the arrivals add beyond
         the service, would wait past `wait_bound_s` at `cap`."""
+        return self.within_bound_s(cap, wait_bound_s) < horizon_s
+
+    def within_bound_s(self, cap: int, wait_bound_s: float, headroom: float = 1.0) -> float:
+        """How long from now a request joining the queue still waits within `wait_bound_s` at `cap`, the
+        arrivals (x `headroom`) adding to today's backlog what the service does not take (inf: for ever)."""
         service = self.service(cap)
-        backlog = self.waiting + max(self.arrivals - service, 0.0) * horizon_s
-        return backlog > wait_bound_s * service
+        growth = max(self.arrivals * headroom - service, 0.0)
+        room = wait_bound_s * service - self.waiting  # requests the queue may still take in within the bound
+        if growth <= 0:
+            return math.inf if room >= 0 else 0.0
+        return room / growth
 
 
 def queue_model(state: LawState, obs: Observation, memory: LawState, tick_s: float) -> QueueModel | None:
@@ -470,16 +478,19 @@ def _floor(
     return per_token, per_token, replace(chosen, detail=detail, replica_wish=1)
 
 
-def _share_within(target_s: float, mean_s: float, upper_s: float, quantile: float = 0.99) -> float:
+def _share_within(target_s: float, mean_s: float, upper_s: float, quantile: float) -> float:
     """Share of requests whose own per-token time is within `target_s`, for a lognormal spread with this
-    mean and this value at `quantile` (the SLO's)."""
-    if mean_s <= 0 or upper_s <= mean_s:
-        return 1.0 if target_s >= mean_s else 0.0
-    z = NormalDist().inv_cdf(quantile)
-    spread = z * z - 2.0 * math.log(upper_s / mean_s)
-    if spread <= 0:
+    mean and this value at `quantile` (the SLO's). Lines that say nothing (not finite) vouch for no
+    request: every cap then scores 0, and the tie goes to the cap that keeps the TTFT bound."""
+    if not (math.isfinite(mean_s) and math.isfinite(upper_s)):
         return 0.0
-    sigma = z - math.sqrt(spread)
+    z = NormalDist().inv_cdf(quantile)
+    spread = z * z - 2.0 * math.log(upper_s / mean_s) if mean_s > 0 and upper_s > mean_s else z * z
+    sigma = z - math.sqrt(max(spread, 0.0))
+    if mean_s <= 0 or sigma <= 0:  # no spread (or none that can be told): every request at the mean
+        return 1.0 if target_s >= mean_s else 0.0
+    if spread <= 0:  # a tail too far above the mean for any lognormal: none is vouched for
+        return 0.0
     return NormalDist(math.log(mean_s) - sigma * sigma / 2.0, sigma).cdf(math.log(target_s))
 
 
@@ -495,13 +506,10 @@ def _goodput_at(
         return None
 
     def goodput(cap: int) -> float:
-        service = model.service(cap)
-        growth = max(model.arrivals * RELIEF_HEADROOM - service, 0.0)
-        room = bound * service - model.waiting  # requests the queue may still take in within the bound
-        ends = (math.inf if room >= 0 else 0.0) if growth <= 0 else room / growth
+        lasts = model.within_bound_s(cap, bound, RELIEF_HEADROOM)
         upper = fit.predict((float(cap),)).mean
         share = _share_within(cfg.slo_target_s, work.tpot.at(cap), upper, cfg.quantile)
-        return min(model.arrivals, service) * share * min(max(ends / cfg.window_s, 0.0), 1.0)
+        return min(model.arrivals, model.service(cap)) * share * min(max(lasts / cfg.window_s, 0.0), 1.0)
 
     return goodput
 
