@@ -77,7 +77,9 @@ def plot_serving(rows: list[Row]) -> None:
     plt.close(fig)
 
 
-def plot_loop(raw: Path, slo_ms: float, phases: list[tuple[float, float]], out: Path = OUT) -> None:
+def plot_loop(
+    raw: Path, slo_ms: float, phases: list[tuple[float, float]], out: Path = OUT, device: str = "H200"
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,9 +93,12 @@ def plot_loop(raw: Path, slo_ms: float, phases: list[tuple[float, float]], out: 
         "governor": "tab:green",
         "governor-levers": "tab:red",
     }
+    variants = sorted({r["policy"] for r in requests if r["policy"].startswith("governor-")} - set(colors))
+    spare = iter(("tab:purple", "tab:brown", "tab:pink", "tab:olive"))
+    colors |= {name: next(spare, "tab:gray") for name in variants}  # GOVERNOR_VARIANTS beyond "levers"
     fig, axes = plt.subplots(3, 1, figsize=(10, 10), sharex=True)
     present = [policy for policy in colors if any(r["policy"] == policy for r in requests)]
-    for policy, color in colors.items():
+    for policy, color in ((p, colors[p]) for p in present):
         rows = [r for r in timeline if r["policy"] == policy and r.get("cap") != ""]
         t = [r["t"] for r in rows]
         axes[0].plot(t, [r["cap"] for r in rows], color=color, label=f"{policy} cap")
@@ -117,7 +122,7 @@ def plot_loop(raw: Path, slo_ms: float, phases: list[tuple[float, float]], out: 
     axes[2].set_ylabel("TPOT P99, 10 s windows (ms)")
     axes[2].set_xlabel("seconds since the phase trace started (8 -> 40 -> 8 req/s)")
     names = ", ".join(p.replace("static", "static ") for p in present)
-    axes[0].set_title(f"The loop live on the H200: {names} (TPOT P99 SLO {slo_ms:g} ms)")
+    axes[0].set_title(f"The loop live on the {device}: {names} (TPOT P99 SLO {slo_ms:g} ms)")
     fig.tight_layout()
     fig.savefig(out / "loop.png", dpi=110)
     plt.close(fig)

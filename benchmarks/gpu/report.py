@@ -140,14 +140,17 @@ def loop_table(
     phases: list[tuple[float, float]],
     governor_args: dict[str, Any],
     out: Path = OUT,
+    device: str = "H200",
 ) -> list[Row]:
+    """The measured rows (source: the card) with goodput within the TTFT bound too, then the twin's replay of
+    the same trace; the twin's engine is the H200's, so a run on another card gets no twin rows."""
     from governor.core.law import DEFAULT_LAW, LAWS, LawConfig
     from governor.core.signals import LatencyKind
     from governor_twin.policies import LawPolicy, StaticPolicy
 
     measured = read_csv(raw / "loop_summary.csv")
     requests = read_csv(raw / "loop_requests.csv")
-    rows = [{"source": "H200", **r} for r in measured]
+    rows = [{"source": device, **r} for r in measured]
     for row in rows:
         mine = [
             r
@@ -161,6 +164,8 @@ def loop_table(
             if not r["error"] and float(r["tpot_s"]) <= slo_ms / 1e3 and float(r["ttft_s"]) <= TTFT_BOUND_S
         ]
         row[f"goodput_ttft{TTFT_BOUND_S:g}s_rps"] = len(good) / float(row["phase_s"])
+    if device != "H200":
+        return rows
     trace = [r for r in requests if r["policy"] == requests[0]["policy"]]  # every policy got the same trace
     names = [(f"phase {i}", d) for i, (d, _) in enumerate(phases)]
     cfg = LawConfig(slo_target_s=slo_ms / 1e3, latency_kind=LatencyKind.TPOT, ceiling=256, **governor_args)
