@@ -346,3 +346,20 @@ def test_a_share_within_the_target_from_degenerate_lines_is_a_number(
 def _sigma(mean_s: float, p99_s: float) -> float:
     z = NormalDist().inv_cdf(0.99)
     return z - math.sqrt(z * z - 2.0 * math.log(p99_s / mean_s))
+
+
+def test_a_raise_that_caused_no_miss_does_not_hold_back_the_answer_to_a_queue_without_end() -> None:
+    # 40 req/s against a 25 ms target that caps up to ~109 hold (service ~35 req/s there): the queue has no
+    # end at any cap that holds the per-token bound. The table raises for headroom; the P99 then sits
+    # inside its band, no miss. A miss within a window of a raise would be the raise's own doing, but
+    # there is none, so the queue's answer (the per-token bound given up) does not wait out the window.
+    run = drive(FluidEngine(arrivals=40.0), config(0.025), ticks=20, start_cap=40)
+    cfg = config(0.025)
+    raised = [i for i, (_, d) in enumerate(run) if d.reason == "headroom"]
+    assert raised, [(d.cap, d.reason) for _, d in run]
+    after = run[raised[0] + 1 :]
+    assert all((obs.p99_s or 0.0) <= cfg.band_high * cfg.slo_target_s for obs, _ in after[:2])
+    relief = next(i for i, (_, d) in enumerate(run) if i > raised[0] and d.reason == "queue-relief")
+    assert (relief - raised[0]) * TICK < cfg.window_s, [(d.cap, d.reason) for _, d in run]
+    assert "per-token bound given up" in run[relief][1].detail
+    assert service(run[relief][1].cap) >= 40.0
