@@ -27,6 +27,7 @@ TTFT = "vllm:time_to_first_token_seconds"
 INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"
 TPOT = "vllm:request_time_per_output_token_seconds"
 QUEUE_TIME = "vllm:request_queue_time_seconds"
+INFERENCE_TIME = "vllm:request_inference_time_seconds"  # first scheduled to the last token
 REQUEST_PROMPT_TOKENS = "vllm:request_prompt_tokens"
 REQUEST_GENERATION_TOKENS = "vllm:request_generation_tokens"
 METRIC_LABELS = ("model_name", "engine")

@@ -363,3 +363,34 @@ def test_a_raise_that_caused_no_miss_does_not_hold_back_the_answer_to_a_queue_wi
     assert (relief - raised[0]) * TICK < cfg.window_s, [(d.cap, d.reason) for _, d in run]
     assert "per-token bound given up" in run[relief][1].detail
     assert service(run[relief][1].cap) >= 40.0
+
+
+@pytest.mark.parametrize(("measured", "below", "above"), [(0.5, 2.0, 1.0), (2.0, 0.5, 0.5), (None, 1.0, 1.0)])
+def test_the_queue_models_service_is_set_by_the_hold_the_engine_measured(
+    measured: float | None, below: float, above: float
+) -> None:
+    # The H200 line (4.8 ms + 0.132 ms per sequence) at a batch of 20 and 160 output tokens holds a slot
+    # 0.04 + 160 x 7.44 ms = 1.23 s. vLLM measured half of that per request (on prefill-heavy traffic the
+    # stalled short outputs weigh in the mean TPOT and little in the time held): the caps up to the batch
+    # serve twice what the line says; above it, where nothing was measured, the line's own figure stands.
+    # Measured twice as long: every cap serves half (the safe side). Not measured: the line alone.
+    fit = LeverFit()
+    for i in range(40):
+        batch = 10.0 + i % 21
+        fit = fit.update((batch,), tpot(batch))
+    state = LawState(cap=64, mean_fit=fit, running_recent=(20.0,) * 6, held_recent=(20.0,) * 6)
+    hold = PREFILL + OUT * tpot(20.0)
+    obs = Observation(
+        now_s=300.0,
+        running=20.0,
+        waiting=0.0,
+        request_rate=10.0,
+        output_tokens_mean=OUT,
+        ttft_mean_s=PREFILL,
+        queue_time_mean_s=0.0,
+        inference_time_mean_s=None if measured is None else measured * hold,
+    )
+    model = queue_model(state, obs, state, TICK)
+    assert model is not None and model.work is not None
+    for cap, ratio in ((8, below), (20, below), (21, above), (64, above)):
+        assert model.service(cap) == pytest.approx(ratio * service(cap), rel=1e-3), cap

@@ -130,14 +130,16 @@ class FakeEngine:
         self.tpot = hist(signals.TPOT, signals.PER_TOKEN_BUCKETS)
         self.ttft = hist(signals.TTFT, signals.REQUEST_BUCKETS)
         self.queue = hist(signals.QUEUE_TIME, signals.REQUEST_BUCKETS)
+        self.held = hist(signals.INFERENCE_TIME, signals.REQUEST_BUCKETS)
         self.tokens = hist(signals.REQUEST_GENERATION_TOKENS, (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0))
         Gauge(signals.RUNNING, "running", labels, registry=self.registry).labels("m", "0").set(3)
         self.lock = threading.Lock()  # held while finishing a batch: a scrape sees all of it or none
 
-    def finish(self, tpot: float, ttft: float, queue: float, tokens: float) -> None:
+    def finish(self, tpot: float, ttft: float, queue: float, tokens: float, held: float = 1.0) -> None:
         self.tpot.labels("m", "0").observe(tpot)
         self.ttft.labels("m", "0").observe(ttft)
         self.queue.labels("m", "0").observe(queue)
+        self.held.labels("m", "0").observe(held)
         self.tokens.labels("m", "0").observe(tokens)
 
     def metrics(self) -> str:
@@ -183,8 +185,8 @@ async def test_scrape_reads_the_lever_models_means_over_the_window_pooled_over_p
     pods["http://a"].finish(tpot=0.5, ttft=9.0, queue=9.0, tokens=500)  # before the window: not counted
     await scraper.read({KEY: list(pods)}, 30, 10, WANT)
     for _ in range(3):
-        pods["http://a"].finish(tpot=0.010, ttft=0.20, queue=0.05, tokens=100)
-    pods["http://b"].finish(tpot=0.030, ttft=0.40, queue=0.25, tokens=20)
+        pods["http://a"].finish(tpot=0.010, ttft=0.20, queue=0.05, tokens=100, held=1.2)
+    pods["http://b"].finish(tpot=0.030, ttft=0.40, queue=0.25, tokens=20, held=0.8)
     clock[0] = 10.0
     reading = (await scraper.read({KEY: list(pods)}, 30, 10, WANT)).get(KEY)
     await scraper.aclose()
@@ -193,6 +195,7 @@ async def test_scrape_reads_the_lever_models_means_over_the_window_pooled_over_p
     assert obs.ttft_mean_s == pytest.approx((3 * 0.20 + 0.40) / 4)
     assert obs.queue_time_mean_s == pytest.approx((3 * 0.05 + 0.25) / 4)
     assert obs.output_tokens_mean == pytest.approx((3 * 100 + 20) / 4)
+    assert obs.inference_time_mean_s == pytest.approx((3 * 1.2 + 0.8) / 4)
     # TTFT at the SLO's quantile, though only TPOT was asked for: the rank falls in the (0.3, 0.4] bucket
     assert obs.ttft_p99_s is not None and 0.3 < obs.ttft_p99_s <= 0.4
     assert obs.p99_s is not None and 0.025 < obs.p99_s <= 0.03
@@ -213,7 +216,8 @@ async def test_scrape_means_are_unknown_when_nothing_finished_in_the_window() ->
     )
     await scraper.aclose()
     assert obs.running == 3
-    assert (obs.tpot_mean_s, obs.ttft_mean_s, obs.queue_time_mean_s, obs.output_tokens_mean) == (None,) * 4
+    means = (obs.tpot_mean_s, obs.ttft_mean_s, obs.queue_time_mean_s, obs.output_tokens_mean)
+    assert (*means, obs.inference_time_mean_s) == (None,) * 5
     assert obs.ttft_p99_s is None
 
 
@@ -226,8 +230,8 @@ async def test_real_prometheus_reads_the_lever_models_means(prometheus_for: Conf
         # however the window cuts them.
         for _ in range(8):
             with engine.lock:
-                engine.finish(tpot=0.010, ttft=0.20, queue=0.05, tokens=100)
-                engine.finish(tpot=0.030, ttft=0.40, queue=0.15, tokens=20)
+                engine.finish(tpot=0.010, ttft=0.20, queue=0.05, tokens=100, held=1.2)
+                engine.finish(tpot=0.030, ttft=0.40, queue=0.15, tokens=20, held=0.8)
             await asyncio.sleep(0.5)
         # Until a scrape after the last pair has landed (a fixed sleep lost that race on a loaded machine).
         seen = f'{signals.TPOT}_count{{instance="127.0.0.1:{port}"}}'
@@ -246,6 +250,7 @@ async def test_real_prometheus_reads_the_lever_models_means(prometheus_for: Conf
     assert obs.ttft_mean_s == pytest.approx(0.30)
     assert obs.queue_time_mean_s == pytest.approx(0.10)
     assert obs.output_tokens_mean == pytest.approx(60)
+    assert obs.inference_time_mean_s == pytest.approx(1.0)
     assert obs.ttft_p99_s is not None and 0.3 < obs.ttft_p99_s <= 0.4
 
 

@@ -17,7 +17,7 @@ from governor_twin.profile import load_profile
 
 H200 = load_profile("h200_llama8b")
 N = 600
-MEANS = ("tpot_mean_s", "ttft_mean_s", "queue_time_mean_s", "output_tokens_mean")
+MEANS = ("tpot_mean_s", "ttft_mean_s", "queue_time_mean_s", "output_tokens_mean", "inference_time_mean_s")
 
 
 def loaded(engine: Engine) -> None:
@@ -48,6 +48,8 @@ def test_observer_gives_the_true_means_of_the_requests_finished_in_the_window() 
     assert obs.queue_time_mean_s == pytest.approx(np.mean(queue))
     assert obs.queue_time_mean_s is not None and obs.queue_time_mean_s > 0.01
     assert obs.output_tokens_mean == pytest.approx(np.mean(out))
+    held = fin[done] - engine.first_scheduled[:N][done]  # vLLM's request inference time
+    assert obs.inference_time_mean_s == pytest.approx(np.mean(held))
     exact = float(np.percentile(first - sent, 99))
     bucket = int(np.searchsorted(np.array(REQUEST_BUCKETS), exact))
     lower = REQUEST_BUCKETS[bucket - 1] if bucket else 0.0
@@ -58,7 +60,7 @@ def test_observer_means_are_unknown_before_a_window_has_passed() -> None:
     engine = Engine(H200, cap=24)
     loaded(engine)
     obs = observe_at(Observer(engine, LatencyKind.TPOT, window_s=30), engine, [5.0])
-    assert [getattr(obs, name) for name in MEANS] == [None] * 4 and obs.ttft_p99_s is None
+    assert [getattr(obs, name) for name in MEANS] == [None] * len(MEANS) and obs.ttft_p99_s is None
 
 
 async def test_the_twins_metrics_scraped_directly_give_the_observers_means() -> None:

@@ -72,6 +72,7 @@ class Engine(RequestTable):
         self.ttft_hist = histogram.Histogram(REQUEST_BUCKETS)
         self.e2e_hist = histogram.Histogram(REQUEST_BUCKETS)
         self.queue_hist = histogram.Histogram(REQUEST_BUCKETS)
+        self.inference_hist = histogram.Histogram(REQUEST_BUCKETS)
         token_buckets = histogram.token_buckets(profile.max_model_len)
         self.prompt_hist = histogram.Histogram(token_buckets)
         self.generation_hist = histogram.Histogram(token_buckets)
@@ -372,6 +373,7 @@ class Engine(RequestTable):
         self.e2e_hist.observe(e2e)
         self.tpot_hist.observe(tpot)
         self.queue_hist.observe(self.first_scheduled[done] - self.arrival[done])
+        self.inference_hist.observe(self.finish[done] - self.first_scheduled[done])
         self.prompt_hist.observe(self.prompt[done].astype(np.float64))
         self.generation_hist.observe(n_out.astype(np.float64))
 

@@ -74,6 +74,9 @@ class TwinCollector:
             signals.TPOT, "Time per output token (mean decode gap) per request.", e.tpot_hist, labels
         )
         yield _histogram(signals.QUEUE_TIME, "Time spent in the waiting queue.", e.queue_hist, labels)
+        yield _histogram(
+            signals.INFERENCE_TIME, "Time from first scheduling to the last token.", e.inference_hist, labels
+        )
         yield _histogram(signals.REQUEST_PROMPT_TOKENS, "Prompt tokens per request.", e.prompt_hist, labels)
         yield _histogram(
             signals.REQUEST_GENERATION_TOKENS, "Generated tokens per request.", e.generation_hist, labels

@@ -43,6 +43,7 @@ def mean_histograms(e: Engine) -> dict[str, Histogram]:
         "ttft_mean_s": e.ttft_hist,
         "queue_time_mean_s": e.queue_hist,
         "output_tokens_mean": e.generation_hist,
+        "inference_time_mean_s": e.inference_hist,
     }
 
 

@@ -61,6 +61,7 @@ MEANS: dict[str, str] = {
     "tpot_mean_s": signals.TPOT,
     "ttft_mean_s": signals.TTFT,
     "queue_time_mean_s": signals.QUEUE_TIME,
+    "inference_time_mean_s": signals.INFERENCE_TIME,
     "output_tokens_mean": signals.REQUEST_GENERATION_TOKENS,
 }
 

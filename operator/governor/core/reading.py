@@ -37,6 +37,7 @@ class Reading:
     ttft_mean_s: float | None = None
     queue_time_mean_s: float | None = None
     output_tokens_mean: float | None = None
+    inference_time_mean_s: float | None = None
 
     def p99(self, kind: LatencyKind, quantile: float) -> float | None:
         return self.latency.get(promql.latency_signal(kind, quantile))
@@ -57,6 +58,7 @@ class Reading:
             ttft_mean_s=self.ttft_mean_s,
             queue_time_mean_s=self.queue_time_mean_s,
             output_tokens_mean=self.output_tokens_mean,
+            inference_time_mean_s=self.inference_time_mean_s,
             # the readers add TTFT at every quantile asked for (promql.with_ttft)
             ttft_p99_s=self.p99(LatencyKind.TTFT, quantile),
             token_budget=self.token_budget,

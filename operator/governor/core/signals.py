@@ -12,6 +12,7 @@ from enum import StrEnum
 from governor_runtime.contract import (  # re-exported for the operator's modules
     E2E_LATENCY,
     GENERATION_TOKENS,
+    INFERENCE_TIME,
     INTER_TOKEN_LATENCY,
     KV_CACHE_USAGE,
     LONG_PROMPT_FACTOR,
@@ -79,6 +80,7 @@ _HISTOGRAMS = {
 __all__ = [
     "E2E_LATENCY",
     "GENERATION_TOKENS",
+    "INFERENCE_TIME",
     "INTER_TOKEN_LATENCY",
     "KV_CACHE_USAGE",
     "LONG_PROMPT_FACTOR",

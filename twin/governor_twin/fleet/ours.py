@@ -41,7 +41,7 @@ from governor_twin.fleet.alerting import AlertPath
 from governor_twin.fleet.fleet import Fleet
 from governor_twin.fleet.metrics import FleetMetrics
 
-MEANS = ("tpot_mean_s", "ttft_mean_s", "queue_time_mean_s", "output_tokens_mean")  # Reading's lever inputs
+MEANS = tuple(promql.MEANS)  # the Reading's lever inputs, each as the operator queries it
 RECENT_S = 10.0  # arrivals from the queue's growth over the last two scrapes: a step shows at once
 
 

@@ -13,9 +13,10 @@ and one sequence alone is above the target, no cap and no replica helps, and it 
 SLO is infeasible; a verdict stands (no cut) while the fits re-learn, until a confident fit finds a cap that
 meets the target. Then the queue has its say, because goodput counts requests meeting both bounds, with the
 per-token bound first where a cap is known to meet it: no cut goes below the smallest cap whose service
-(c / (prefill + out x tpot(c)) from the mean line) carries the arrivals and whose backlog, a window ahead,
-waits within the TTFT bound (below it the queue grows until every TTFT is a miss), unless the per-token cap
-lies below and its own backlog still waits within the bound (a burst the bound absorbs). Where it would not,
+(c / (prefill + out x tpot(c)) from the mean line, levelled by the measured hold per request) carries
+the arrivals and whose backlog, a window ahead, waits within the TTFT bound (below it the queue grows until
+every TTFT is a miss), unless the per-token cap lies below and its own backlog still waits within the bound
+(a burst the bound absorbs). Where it would not,
 no cap meets both bounds, and a request that misses either counts for nothing: the floor is the cap between
 the two that keeps the most requests within both over the next window (its service while the queue's wait
 stays within the TTFT bound, times the share of requests whose own tokens meet the target there); above the
@@ -53,7 +54,7 @@ from governor.core.law.model import Decision, LawConfig, LawState, Observation
 from governor.core.law.steps import mode_cap, raise_cap
 from governor.core.levers.fit import TRUST, LeverFit
 from governor.core.levers.plan import CapPlan, PlanSettings, plan_cap
-from governor.core.levers.queueing import TpotLine, Workload, service_rate
+from governor.core.levers.queueing import TpotLine, Workload, service_rate, service_time_s
 
 # Largest raise one computed move makes: a cap far above every batch the fits have seen is extrapolation;
 # doubling per move still reaches any ceiling from 1 in 8 moves. Inert on the twin matrix at 1.5 and 4
@@ -265,18 +266,28 @@ class QueueModel(NamedTuple):
     window's mean batch B, scaled by c / B, which understates a small cap's service where tokens get faster
     as the batch shrinks (the safe side: it refuses cuts, and raises one step at a time). Anchoring the
     line on today's completions instead was tried: below saturation they are the arrivals, not the
-    capacity, and the floor it gave refused every cut on an engine whose throughput is flat in the batch."""
+    capacity, and the floor it gave refused every cut on an engine whose throughput is flat in the batch.
+
+    The line sets how a request's hold changes with the batch; its level is what the engine measured, the
+    mean time its requests held a slot (`scale`: vLLM's request inference time over the model's hold at the
+    window's batch). Out x the mean TPOT overstates that hold wherever the per-token time varies between
+    requests (on prefill-heavy traffic the short outputs, stalled behind others' prefills, weigh in the
+    mean TPOT and little in the time held) and wherever the line's level is off at today's batch (fitted
+    through a burst, read at the lull after it). Past the batch the engine ran at, the measurement says
+    nothing, so a level measured faster than the model's is not carried there."""
 
     arrivals: float  # req/s reaching the engine
     waiting: float
     rate: float  # completions per second now
     batch: float  # the window's mean running batch
     work: Workload | None  # None: scale the completions by c / B
+    scale: float = 1.0  # the measured hold per request over the model's at the window's batch
 
     def service(self, cap: int) -> float:
         if self.work is None:
             return self.rate * cap / self.batch
-        return service_rate(cap, self.work)
+        modelled = service_rate(cap, self.work)
+        return modelled if self.scale < 1 and cap > self.batch else modelled / self.scale
 
     def carries(self, cap: int) -> bool:
         """The queue stays bounded at `cap`, with RELIEF_HEADROOM to spare. (Tried: the Erlang C wait
@@ -313,7 +324,10 @@ def queue_model(state: LawState, obs: Observation, memory: LawState, tick_s: flo
     if mean_fit.count >= 8 and out is not None and out > 0 and mean_fit.predict((batch,)).mean > 0:
         intercept, slope = mean_fit.line()
         work = Workload(arrivals, out, _prefill(obs), TpotLine(intercept, slope, mean_fit.trusted_low))
-    return QueueModel(arrivals, waiting, rate, batch, work)
+    held = known(obs.inference_time_mean_s)
+    if work is None or held is None or held <= 0:
+        return QueueModel(arrivals, waiting, rate, batch, work)
+    return QueueModel(arrivals, waiting, rate, batch, work, held / service_time_s(batch, work))
 
 
 def _wait_bound(obs: Observation, cfg: LawConfig) -> float | None:

@@ -215,6 +215,7 @@ class Observation:
     ttft_mean_s: float | None = None  # mean time to first token
     queue_time_mean_s: float | None = None  # mean time in the waiting queue
     output_tokens_mean: float | None = None  # mean generated tokens per finished request
+    inference_time_mean_s: float | None = None  # mean time a request held a slot: scheduled to last token
     ttft_p99_s: float | None = None  # TTFT at the SLO's quantile: the goodput bound is judged on it
     token_budget: float | None = None  # the per-step token budget the engines hold (the lowest)
 

@@ -49,8 +49,8 @@ class Workload(NamedTuple):
     SLOs see."""
 
 
-def service_time_s(cap: int, work: Workload) -> float:
-    """Mean time a request holds a slot when all `cap` slots are busy."""
+def service_time_s(cap: float, work: Workload) -> float:
+    """Mean time a request holds a slot when all `cap` slots are busy (or at a running batch of `cap`)."""
     return work.prefill_s + work.out_tokens * work.tpot.at(cap)
 
 
