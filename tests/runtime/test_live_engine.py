@@ -127,6 +127,8 @@ def test_latency_histograms_have_the_finer_buckets(engine: Engine) -> None:
         (signals.INTER_TOKEN_LATENCY, signals.PER_TOKEN_BUCKETS),
         (signals.TTFT, signals.REQUEST_BUCKETS),
         (signals.E2E_LATENCY, signals.REQUEST_BUCKETS),
+        (signals.QUEUE_TIME, signals.REQUEST_BUCKETS),
+        (signals.INFERENCE_TIME, signals.REQUEST_BUCKETS),  # the queue model's measured hold per request
     ):
         bounds = {
             float(line.split('le="', 1)[1].split('"', 1)[0])

@@ -141,6 +141,7 @@ async def test_cap_set_over_http_binds_running_on_metrics(twins: Hosted) -> None
         signals.TTFT,
         signals.INTER_TOKEN_LATENCY,
         signals.QUEUE_TIME,
+        signals.INFERENCE_TIME,
         signals.RUNTIME_PROMPT_P95,
         signals.RUNTIME_LONG_PROMPTS,
         signals.RUNTIME_CEILING,
