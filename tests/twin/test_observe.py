@@ -7,6 +7,7 @@ import httpx
 import numpy as np
 import pytest
 from governor.adapters.scrape import DirectScraper
+from governor.core import promql
 from governor.core.law import Observation
 from governor.core.signals import REQUEST_BUCKETS, LatencyKind
 from governor_twin.engine import Engine
@@ -17,7 +18,7 @@ from governor_twin.profile import load_profile
 
 H200 = load_profile("h200_llama8b")
 N = 600
-MEANS = ("tpot_mean_s", "ttft_mean_s", "queue_time_mean_s", "output_tokens_mean", "inference_time_mean_s")
+MEANS = tuple(promql.MEANS)  # every mean the operator queries: the twin must answer each one
 
 
 def loaded(engine: Engine) -> None:

@@ -6,29 +6,28 @@ mean batch, the mean TPOT) to two online line fits that forget old regimes (gove
 H200 the TPOT P99 is one line in the running batch). The rule table still decides *whether* to move (its
 smoothing, band, cooldowns, queue-growth guard and replica hand-off). Once the fits are confident they decide
 *how far* and *whether the lever works*: a cut for a miss goes in one move to the per-token cap (the largest
-cap whose predicted P99, on the upper confidence side, is under `plan_margin` x the target) instead of a
-chain of x0.8 steps, and a raise goes up to it and never past it. If the cap does not move the signal (a line
-flat across the batches seen), the law stops cutting and asks for replicas; if the line rises with the batch
-and one sequence alone is above the target, no cap and no replica helps, and it keeps throughput and says the
-SLO is infeasible; a verdict stands (no cut) while the fits re-learn, until a confident fit finds a cap that
-meets the target. Then the queue has its say, because goodput counts requests meeting both bounds, with the
-per-token bound first where a cap is known to meet it: no cut goes below the smallest cap whose service
-(c / (prefill + out x tpot(c)) from the mean line, levelled by the measured hold per request) carries
-the arrivals and whose backlog, a window ahead, waits within the TTFT bound (below it the queue grows until
-every TTFT is a miss), unless the per-token cap lies below and its own backlog still waits within the bound
-(a burst the bound absorbs). Where it would not,
-no cap meets both bounds, and a request that misses either counts for nothing: the floor is the cap between
-the two that keeps the most requests within both over the next window (its service while the queue's wait
-stays within the TTFT bound, times the share of requests whose own tokens meet the target there); above the
-per-token cap the per-token bound is given up, at it the TTFT bound. When the backlog would hold requests past
-their TTFT bound behind a binding cap, the cap goes up a step at a time within the per-token cap (and the
-trust region), or, with no such cap known and the per-token bound already missed (or held, on a queue without
-end at the cap: it grows, and the cap serves less than arrives), one step per episode, or one move to the
-smallest cap that carries the arrivals while the queue measurably grows (or, the per-token bound missed,
-stands where the cap's modelled service falls short of the arrivals: then within the trust region), no further
-than that goodput goes, asking for replicas. A backlog the TTFT bound absorbs (a burst that ends) is
-left to queue. Last, for an inter-token SLO, the token budget (governor.core.law.budget): while it can still
-go down it answers the miss first and the cap's cuts wait.
+cap whose predicted P99, on the upper confidence side, is under `plan_margin` x the target) instead of a chain
+of x0.8 steps, and a raise goes up to it and never past it. If the cap does not move the signal (a line flat
+across the batches seen), the law stops cutting and asks for replicas; if the line rises with the batch and
+one sequence alone is above the target, no cap and no replica helps, and it keeps throughput and says the SLO
+is infeasible; a verdict stands (no cut) while the fits re-learn, until a confident fit finds a cap that meets
+the target. Then the queue has its say, because goodput counts requests meeting both bounds, with the
+per-token bound first where a cap is known to meet it: no cut goes below the smallest cap whose service (c /
+(prefill + out x tpot(c)) from the mean line, levelled by the measured hold per request) carries the arrivals
+and whose backlog, a window ahead, waits within the TTFT bound (below it the queue grows until every TTFT is a
+miss), unless the per-token cap lies below and its own backlog still waits within the bound (a burst the bound
+absorbs). Where it would not, no cap meets both bounds, and a request that misses either counts for nothing:
+the floor is the cap between the two that keeps the most requests within both over the next window (its
+service while the queue's wait stays within the TTFT bound, times the share of requests whose own tokens meet
+the target there); above the per-token cap the per-token bound is given up, at it the TTFT bound. When the
+backlog would hold requests past their TTFT bound behind a binding cap, the cap goes up a step at a time
+within the per-token cap (and the trust region), or, with no such cap known and the per-token bound already
+missed (or held, on a queue without end at the cap: it grows, and the cap serves less than arrives), one step
+per episode, or one move to the smallest cap that carries the arrivals while the queue measurably grows (or,
+the per-token bound missed, stands where the cap's modelled service falls short of the arrivals: then within
+the trust region), no further than that goodput goes, asking for replicas. A backlog the TTFT bound absorbs (a
+burst that ends) is left to queue. Last, for an inter-token SLO, the token budget (governor.core.law.budget):
+while it can still go down it answers the miss first and the cap's cuts wait.
 
 Every raise stays within the evidence (a trust region): the model's raise goes at most to TRUST x the largest
 running batch the quantile line was measured at (LeverFit.support); past that the law takes the rule table's
@@ -324,10 +323,10 @@ def queue_model(state: LawState, obs: Observation, memory: LawState, tick_s: flo
     if mean_fit.count >= 8 and out is not None and out > 0 and mean_fit.predict((batch,)).mean > 0:
         intercept, slope = mean_fit.line()
         work = Workload(arrivals, out, _prefill(obs), TpotLine(intercept, slope, mean_fit.trusted_low))
-    held = known(obs.inference_time_mean_s)
-    if work is None or held is None or held <= 0:
+    held, modelled = known(obs.inference_time_mean_s), 0.0 if work is None else service_time_s(batch, work)
+    if held is None or held <= 0 or modelled <= 0:  # unmeasured (an older vLLM, nothing finished): the line
         return QueueModel(arrivals, waiting, rate, batch, work)
-    return QueueModel(arrivals, waiting, rate, batch, work, held / service_time_s(batch, work))
+    return QueueModel(arrivals, waiting, rate, batch, work, held / modelled)
 
 
 def _wait_bound(obs: Observation, cfg: LawConfig) -> float | None:
