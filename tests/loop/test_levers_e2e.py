@@ -10,10 +10,14 @@ first, and the assertions are about the law's verdict and the caps it holds, nev
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
+from governor.core import signals
 from governor.core import status as status_builders
 from governor.core.law import LAWS
+from governor.services.standalone import NAMESPACE as STANDALONE
+from prometheus_client import REGISTRY
 
 from tests.loop.load import closed_loop
 from tests.loop.test_standalone_e2e import governor, law, p99_alone_and_at_ceiling, run_until
@@ -72,3 +76,14 @@ async def test_a_target_no_cap_reaches_is_named_and_the_cap_is_not_walked_to_the
         assert "infeasible on this hardware" in condition["message"] and last.replica_wish == 0
     else:
         assert "no engine lever reaches the SLO" in condition["message"]
+
+    # What the models saw, as the dashboard shows it: no per-token cap (none reaches the target), the
+    # arrivals a closed loop keeps coming, and the exported series are the last tick's.
+    outlook = reports[-1].decision.outlook
+    assert outlook is not None and outlook.per_token_cap is None, outlook
+    assert outlook.arrivals_rps is not None and outlook.arrivals_rps > 0, outlook
+    labels = {"namespace": STANDALONE, "name": "svc"}
+    per_token = REGISTRY.get_sample_value(signals.OP_MODEL_PER_TOKEN_CAP, labels)
+    assert per_token is not None and math.isnan(per_token)
+    assert REGISTRY.get_sample_value(signals.OP_MODEL_ARRIVALS, labels) == outlook.arrivals_rps
+    assert REGISTRY.get_sample_value(signals.OP_MODEL_SERVICE, labels) == outlook.service_rps

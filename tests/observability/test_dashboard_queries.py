@@ -68,6 +68,10 @@ def populated(
     opmetrics.P99.labels(**labels).set(0.004)
     opmetrics.P99_SMOOTHED.labels(**labels).set(0.0045)
     opmetrics.DESIRED_REPLICAS.labels(**labels).set(1)
+    opmetrics.MODEL_PER_TOKEN_CAP.labels(**labels).set(engine.initial_cap - 2)
+    opmetrics.MODEL_QUEUE_FLOOR.labels(**labels).set(4)
+    opmetrics.MODEL_ARRIVALS.labels(**labels).set(3.0)
+    opmetrics.MODEL_SERVICE.labels(**labels).set(5.0)
     stop = threading.Event()
     loader = threading.Thread(target=_load, args=(engine, stop), daemon=True)
     try:
@@ -89,6 +93,10 @@ def populated(
             opmetrics.P99,
             opmetrics.P99_SMOOTHED,
             opmetrics.DESIRED_REPLICAS,
+            opmetrics.MODEL_PER_TOKEN_CAP,
+            opmetrics.MODEL_QUEUE_FLOOR,
+            opmetrics.MODEL_ARRIVALS,
+            opmetrics.MODEL_SERVICE,
         ):
             gauge.remove(NAMESPACE, ISVC)
 

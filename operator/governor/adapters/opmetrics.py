@@ -56,6 +56,33 @@ DESIRED_REPLICAS = Gauge(
     _ISVC,
 )
 
+MODEL_PER_TOKEN_CAP = Gauge(
+    signals.OP_MODEL_PER_TOKEN_CAP,
+    "The largest cap the levers law's fit says meets the per-token SLO (NaN: no confident fit finds one).",
+    _ISVC,
+)
+MODEL_QUEUE_FLOOR = Gauge(
+    signals.OP_MODEL_QUEUE_FLOOR,
+    "The smallest cap the levers law's queue model says carries the arrivals (NaN: unknown).",
+    _ISVC,
+)
+MODEL_ARRIVALS = Gauge(
+    signals.OP_MODEL_ARRIVALS,
+    "Requests per second reaching the engines, as the levers law counts them (completions + growth held).",
+    _ISVC,
+)
+MODEL_SERVICE = Gauge(
+    signals.OP_MODEL_SERVICE,
+    "Requests per second the levers law's queue model says the engines serve at the cap decided.",
+    _ISVC,
+)
+_OUTLOOK = (
+    (MODEL_PER_TOKEN_CAP, "per_token_cap"),
+    (MODEL_QUEUE_FLOOR, "queue_floor"),
+    (MODEL_ARRIVALS, "arrivals_rps"),
+    (MODEL_SERVICE, "service_rps"),
+)
+
 
 def export_step(namespace: str, name: str, cfg: LawConfig, report: StepReport) -> None:
     """One control step's series (the Kopf loop and `governor run` export the same ones)."""
@@ -71,9 +98,12 @@ def export_step(namespace: str, name: str, cfg: LawConfig, report: StepReport) -
     if report.desired_replicas is not None:
         DESIRED_REPLICAS.labels(**labels).set(report.desired_replicas)
     DECISIONS.labels(**labels, direction=decision.direction, reason=decision.reason).inc()
+    for gauge, field in _OUTLOOK:  # NaN (absent in PromQL) where the model says nothing, or no model runs
+        value = None if decision.outlook is None else getattr(decision.outlook, field)
+        gauge.labels(**labels).set(float("nan") if value is None else value)
 
 
 def forget_service(namespace: str, name: str) -> None:
     """A loop that stops leaves no stale value behind: its gauges read NaN (absent in PromQL)."""
-    for metric in (CAP, P99, P99_SMOOTHED):
+    for metric in (CAP, P99, P99_SMOOTHED, *(gauge for gauge, _ in _OUTLOOK)):
         metric.labels(namespace=namespace, name=name).set(float("nan"))

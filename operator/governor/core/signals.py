@@ -46,6 +46,12 @@ OP_P99_SMOOTHED = "governor_latency_p99_smoothed_seconds"
 OP_SLO_TARGET = "governor_slo_target_seconds"
 OP_DECISIONS = "governor_decisions_total"
 OP_DESIRED_REPLICAS = "governor_desired_replicas"
+# The levers law's models at each tick (absent from the rule table): the caps bracketing its choice, and the
+# queue model's arrivals and service at the cap decided.
+OP_MODEL_PER_TOKEN_CAP = "governor_model_per_token_cap"
+OP_MODEL_QUEUE_FLOOR = "governor_model_queue_floor"
+OP_MODEL_ARRIVALS = "governor_model_arrivals_rps"
+OP_MODEL_SERVICE = "governor_model_service_rps"
 OP_RECONCILES = "governor_reconciles_total"
 OP_RECONCILE_ERRORS = "governor_reconcile_errors_total"
 OP_MANAGED = "governor_managed_objects"
@@ -92,6 +98,10 @@ __all__ = [
     "OP_DECISIONS",
     "OP_DESIRED_REPLICAS",
     "OP_MANAGED",
+    "OP_MODEL_ARRIVALS",
+    "OP_MODEL_PER_TOKEN_CAP",
+    "OP_MODEL_QUEUE_FLOOR",
+    "OP_MODEL_SERVICE",
     "OP_P99",
     "OP_P99_SMOOTHED",
     "OP_RECONCILES",

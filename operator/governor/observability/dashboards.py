@@ -135,6 +135,29 @@ def rows() -> tuple[Row, ...]:
                     ),
                     width=12,
                 ),
+                Panel(
+                    title="The law's model: the caps around its choice",
+                    description="The cap decided between the two the levers law computes each tick: above "
+                    "the per-token cap its fitted line says the per-token SLO is missed, below the queue "
+                    "floor its queue model says the arrivals outgrow the service. A per-token cap under "
+                    "the floor means no cap meets both bounds (replicas). Absent for the rule-table law.",
+                    targets=(
+                        Target(q.operator(signals.OP_CAP), "cap decided"),
+                        Target(q.operator(signals.OP_MODEL_PER_TOKEN_CAP), "per-token cap"),
+                        Target(q.operator(signals.OP_MODEL_QUEUE_FLOOR), "queue floor"),
+                    ),
+                ),
+                Panel(
+                    title="The law's model: arrivals vs service at the cap",
+                    description="Requests per second reaching the engines (completions plus the growth of "
+                    "what they hold) against what the queue model says the decided cap serves: while "
+                    "arrivals stay above the service the queue has no end at that cap.",
+                    targets=(
+                        Target(q.operator(signals.OP_MODEL_ARRIVALS), "arrivals"),
+                        Target(q.operator(signals.OP_MODEL_SERVICE), "service at the cap"),
+                    ),
+                    unit="reqps",
+                ),
             ),
         ),
         Row(

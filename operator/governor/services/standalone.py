@@ -138,7 +138,7 @@ class Standalone:
         opmetrics.DESIRED_REPLICAS.labels(namespace=NAMESPACE, name=self.name).set(self.planner.replicas)
         d, errors = report.decision, report.errors
         log.info(
-            "cap %d -> %d (%s, mode %s): %s; p99 %s smoothed %s slo %gs%s; desired replicas %d%s%s",
+            "cap %d -> %d (%s, mode %s): %s; p99 %s smoothed %s slo %gs%s; desired replicas %d%s%s%s",
             d.previous_cap,
             d.cap,
             d.reason,
@@ -150,6 +150,7 @@ class Standalone:
             "" if self.cfg.ttft_bound_s is None else f" ttft {self.cfg.ttft_bound_s:g}s",
             self.planner.replicas,
             self._plan_note,
+            f"; model: {seen}" if d.outlook is not None and (seen := d.outlook.describe()) else "",
             f"; errors: {'; '.join(errors)}" if errors else "",
         )
         self._plan_note = ""

@@ -76,7 +76,7 @@ from __future__ import annotations
 from governor.core.law.computed import computed_decide
 from governor.core.law.decide import decide
 from governor.core.law.initial import initial_state
-from governor.core.law.model import Decision, LawConfig, LawState, Mode, Observation
+from governor.core.law.model import Decision, LawConfig, LawState, Mode, Observation, Outlook
 from governor.core.law.registry import DEFAULT_LAW, LAW_NAMES, LAWS, Law, LawName
 from governor.core.law.steps import clip, mode_cap, step_bound
 
@@ -91,6 +91,7 @@ __all__ = [
     "LawState",
     "Mode",
     "Observation",
+    "Outlook",
     "clip",
     "computed_decide",
     "decide",

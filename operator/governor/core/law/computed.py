@@ -49,7 +49,7 @@ from typing import Any, Literal, NamedTuple
 from governor.core.law.budget import budget_left, with_budget
 from governor.core.law.decide import decide
 from governor.core.law.derive import binding, growth_rate, known, queued
-from governor.core.law.model import Decision, LawConfig, LawState, Observation
+from governor.core.law.model import Decision, LawConfig, LawState, Observation, Outlook
 from governor.core.law.steps import mode_cap, raise_cap
 from governor.core.levers.fit import TRUST, LeverFit
 from governor.core.levers.plan import CapPlan, PlanSettings, plan_cap
@@ -128,7 +128,8 @@ def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decisi
         )
     decision = with_budget(state, obs, cfg, chosen)
     raised = obs.now_s if decision.cap > state.cap else state.raised_s
-    return replace(decision, state=decision.state.model_copy(update={"raised_s": raised}))
+    decision = replace(decision, state=decision.state.model_copy(update={"raised_s": raised}))
+    return replace(decision, outlook=_outlook(state, obs, cfg, decision, plan))
 
 
 def _held_support(
@@ -467,10 +468,7 @@ def _floor(
     """The smallest cap a cut may take (the queue floor), the per-token cap still held (None: given up or
     unknown), and the decision, told when the TTFT bound is the one given up."""
 
-    def holds(c: int) -> bool:  # carries the arrivals, and the backlog a window ahead waits within the bound
-        return model.carries(c) and (bound is None or not model.late_ahead(c, cfg.window_s, bound))
-
-    carry = next((c for c in range(1, upper + 1) if holds(c)), upper)
+    carry = _carrying(model, upper, bound, cfg)
     if per_token is None or per_token >= carry:
         return carry, per_token, chosen
     if bound is None or not model.late_ahead(per_token, cfg.window_s, bound):
@@ -493,6 +491,32 @@ def _floor(
         f"{goodput(carry):.3g}; replicas needed"
     )
     return per_token, per_token, replace(chosen, detail=detail, replica_wish=1)
+
+
+def _carrying(model: QueueModel, upper: int, bound: float | None, cfg: LawConfig) -> int:
+    """The smallest cap that carries the arrivals and whose backlog, a window ahead, waits within the bound
+    (`upper` when none does): the queue floor."""
+
+    def holds(c: int) -> bool:
+        return model.carries(c) and (bound is None or not model.late_ahead(c, cfg.window_s, bound))
+
+    return next((c for c in range(1, upper + 1) if holds(c)), upper)
+
+
+def _outlook(
+    state: LawState, obs: Observation, cfg: LawConfig, decision: Decision, plan: CapPlan | None
+) -> Outlook:
+    """What the models say at this tick, for the operator's series and log: the per-token cap, the queue
+    floor, the arrivals and the modelled service at the cap decided."""
+    model = queue_model(state, obs, decision.state, cfg.tick_s)
+    if model is None:
+        return Outlook(per_token_cap=_meetable(plan))
+    return Outlook(
+        per_token_cap=_meetable(plan),
+        queue_floor=_carrying(model, mode_cap(decision.mode, cfg), _wait_bound(obs, cfg), cfg),
+        arrivals_rps=model.arrivals,
+        service_rps=model.service(decision.cap),
+    )
 
 
 def _share_within(target_s: float, mean_s: float, upper_s: float, quantile: float) -> float:

@@ -221,6 +221,30 @@ class Observation:
 
 
 @dataclass(frozen=True, slots=True)
+class Outlook:
+    """What the levers law's models said at this tick, for the operator's series and log (None: not known).
+    The two caps bracket its choice: above the per-token cap the fits say the per-token SLO is missed, below
+    the queue floor the queue model says arrivals outgrow the service (or, with a TTFT bound, the backlog
+    waits past it a window ahead)."""
+
+    per_token_cap: int | None = None  # the largest cap a confident fit says meets the per-token aim
+    queue_floor: int | None = None  # the smallest cap the queue model says carries the arrivals
+    arrivals_rps: float | None = None  # requests per second reaching the engine (completions + growth)
+    service_rps: float | None = None  # the queue model's service at the cap decided
+
+    def describe(self) -> str:
+        """One phrase for a log line ("" when the models say nothing)."""
+        parts = [
+            f"{label} {value}"
+            for label, value in (("per-token cap", self.per_token_cap), ("queue floor", self.queue_floor))
+            if value is not None
+        ]
+        if self.arrivals_rps is not None and self.service_rps is not None:
+            parts.append(f"{self.arrivals_rps:.3g} req/s arriving, {self.service_rps:.3g} served at the cap")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     cap: int
     reason: str  # short code, a metric label
@@ -230,6 +254,7 @@ class Decision:
     state: LawState
     previous_cap: int
     token_budget: int | None = None  # the budget to hold beside the cap; None: leave the engine's own
+    outlook: Outlook | None = None  # the levers law's model at this tick; None from the rule table
 
     @property
     def direction(self) -> Literal["up", "down", "hold"]:
