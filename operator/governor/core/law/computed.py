@@ -57,11 +57,12 @@ from governor.core.levers.queueing import TpotLine, Workload, service_rate, serv
 
 # Largest raise one computed move makes: a cap far above every batch the fits have seen is extrapolation;
 # doubling per move still reaches any ceiling from 1 in 8 moves. Inert on the twin matrix at 1.5 and 4
-# (KNOBS.md: no served cell moves on any of three draws).
+# (KNOBS.md: no served cell moves on any of three draws, nor on draw 0 at a27fa93).
 MAX_RAISE = 2.0
 # A cap given to the queue must serve this much more than arrive, or the queue never drains. Matrix means
 # (KNOBS.md, draws 0/1/2; 0.912/0.912/0.913 at 1.1): 1.05 0.909/0.908/0.909 (1-2 cells down a draw, none
-# up), 1.2 0.913/0.915/0.915 (one cell up on two draws).
+# up), 1.2 0.913/0.915/0.915 (one cell up on two draws). At a27fa93, draw 0 (0.918 at 1.1): 1.05 0.920 (3
+# cells down, 2 up), 1.2 0.919 (1 down, 3 up).
 RELIEF_HEADROOM = 1.1
 
 

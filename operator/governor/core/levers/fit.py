@@ -39,7 +39,7 @@ _MEAN_ABS_TO_SIGMA = math.sqrt(math.pi / 2)  # E|r| = σ·√(2/π) for normal r
 # twin's 70B shape, whose P99 is steep at small batches and flatter later, fitted at batches 57..132 put one
 # sequence at 142 ms where batch 8 gives under 62 ms. On the twin matrix (KNOBS.md, draws 0/1/2, 0.912/
 # 0.912/0.913 at 1.25): 1.1 0.909/0.911/0.910, 1.5 0.918/0.912/0.914 (the H200 8B medium 2x step +0.25 on
-# draw 0; a cell down on draws 1 and 2).
+# draw 0; a cell down on draws 1 and 2). At a27fa93, draw 0 (0.918 at 1.25): 1.1 0.920, 1.5 0.924.
 TRUST = 1.25
 _SINGULAR = 1e-12  # relative size below which a co-moment matrix is treated as singular
 
