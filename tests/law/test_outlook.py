@@ -37,7 +37,7 @@ def test_the_decision_names_the_queue_floor_and_the_rates_it_weighed() -> None:
         assert d.outlook.per_token_cap is None
 
 
-def test_a_confident_fit_brackets_the_cap_between_its_per_token_cap_and_the_floor() -> None:
+def test_a_confident_fit_names_a_per_token_cap_above_the_floor_each_near_its_closed_form() -> None:
     # A backlog takes the cap from 24 to ~46 and drains, so the batch moves and the fits learn the line.
     # Settled, 20 req/s arrive: the per-token cap (37 in closed form at the 0.9 x target aim; the fit reads
     # the P99 against the window's largest batch, which this lag-free engine biases upwards) lies above the
