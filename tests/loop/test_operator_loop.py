@@ -128,6 +128,12 @@ async def test_status_reports_the_cap_the_engine_holds_and_follows_prometheus(
         assert c.condition(ns, NAME, "MetricsAvailable")["status"] == "True"  # type: ignore[index]
         assert c.condition(ns, NAME, "SLOMet")["status"] == "True"  # type: ignore[index]
         assert "CapChanged" in {e["reason"] for e in c.events(ns, NAME)}
+        # The levers law's models reach the object: the arrivals it measured, per engine.
+        await eventually(
+            lambda: (status(c, ns).get("outlook") or {}).get("arrivalsRps", 0) > 0,
+            timeout=20,
+            what="the models' outlook in status",
+        )
 
         with prom.stopped():
             await eventually(
@@ -138,6 +144,7 @@ async def test_status_reports_the_cap_the_engine_holds_and_follows_prometheus(
             frozen, ticks = engine.limits()["cap"], status_ticks(c, ns)
             await eventually(lambda: status_ticks(c, ns) >= ticks + 3, timeout=15, what="three blind ticks")
             assert engine.limits()["cap"] == frozen == status(c, ns)["cap"]  # held while blind
+            assert not status(c, ns).get("outlook")  # blind, the models say nothing: no stale figures
         await eventually(
             lambda: c.condition(ns, NAME, "MetricsAvailable")["status"] == "True",  # type: ignore[index]
             timeout=30,

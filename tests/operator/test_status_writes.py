@@ -6,11 +6,12 @@ would and counts the writes."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from governor.core import status as status_builders
-from governor.core.law import LAWS, LawConfig, Observation, initial_state
+from governor.core.law import LAWS, Decision, LawConfig, Observation, Outlook, initial_state
 
 CFG = LawConfig(slo_target_s=0.020, ceiling=64, initial_cap=32, tick_s=5.0, window_s=15.0)
 REFRESH = status_builders.STATUS_REFRESH_TICKS
@@ -85,3 +86,32 @@ def test_the_operator_refuses_a_refresh_below_one_tick(capsys: pytest.CaptureFix
         with pytest.raises(SystemExit):
             build_parser().parse_args(["operator", "--status-refresh-ticks", bad])
         assert "--status-refresh-ticks" in capsys.readouterr().err
+
+
+def _status_of(decision: Decision) -> dict[str, Any]:
+    return status_builders.loop_status(
+        {"metadata": {"generation": 1}, "status": {}},
+        decision=decision,
+        cfg=CFG,
+        ceiling=64,
+        observed_p99_s=0.012,
+        metrics=(True, "Fresh", ""),
+        held_cap=decision.cap,
+        desired_replicas=None,
+        now="2026-12-01T00:00:00Z",
+    )
+
+
+def test_status_carries_what_the_models_said_and_clears_it_when_they_say_nothing() -> None:
+    decision = LAWS["rules"](initial_state(CFG), steady(1), CFG)
+    assert decision.outlook is None  # the rule table has no models
+    assert _status_of(decision)["outlook"] is None  # null: a merge patch removes the last tick's figures
+    seen = Outlook(per_token_cap=41, queue_floor=12, arrivals_rps=7.123456, service_rps=9.87654)
+    outlook = _status_of(replace(decision, outlook=seen))["outlook"]
+    assert outlook == {"perTokenCap": 41, "queueFloor": 12, "arrivalsRps": 7.123, "serviceRps": 9.877}
+    # A model that said only part: the rest is null (a merge patch removes it), never a zero.
+    partial = _status_of(replace(decision, outlook=Outlook(arrivals_rps=3.0)))["outlook"]
+    assert partial == {"perTokenCap": None, "queueFloor": None, "arrivalsRps": 3.0, "serviceRps": None}
+    assert _status_of(replace(decision, outlook=Outlook()))["outlook"] is None
+    # The schema the CRD is generated from accepts what the builder writes.
+    status_builders.InferenceServiceStatus.model_validate(_status_of(replace(decision, outlook=seen)))

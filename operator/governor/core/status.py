@@ -7,6 +7,7 @@ it too). Only the fields a builder sets appear in its patch.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -44,6 +45,24 @@ class LastDecision(_Model):
     reason: str = ""
 
 
+class ModelOutlook(_Model):
+    """What the levers law's models said at the last tick (governor.core.law.Outlook); a field is absent where
+    a model said nothing. The cap lies between the two caps when both are known: above the per-token cap the
+    fits say the per-token SLO is missed, below the queue floor the arrivals outgrow the service."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    per_token_cap: int | None = None
+    """The largest cap a confident fit says meets the per-token target (with the law's margin)."""
+    queue_floor: int | None = None
+    """The smallest cap whose modelled service carries the arrivals (and, with a TTFT bound, whose backlog
+    waits within it a window ahead)."""
+    arrivals_rps: float | None = None
+    """Requests per second reaching one engine: its completions plus the growth of what it holds."""
+    service_rps: float | None = None
+    """The queue model's service at the cap decided, in requests per second per engine."""
+
+
 class InferenceServiceStatus(_Model):
     """Written by the operator. The law's state lives here so a restarted operator resumes, not resets."""
 
@@ -64,6 +83,8 @@ class InferenceServiceStatus(_Model):
     slo_target_ms: float | None = None
     mode: str | None = None
     last_decision: LastDecision | None = None
+    outlook: ModelOutlook | None = None
+    """What the levers law's models said at the last tick; absent under the rule table and in static mode."""
     law: dict[str, Any] | None = None
     """Opaque control-law state."""
     observed_generation: int | None = None
@@ -141,6 +162,17 @@ def deployment_conditions(
     return out
 
 
+def _outlook(decision: Decision) -> ModelOutlook | None:
+    seen = decision.outlook
+    if seen is None or all(getattr(seen, f.name) is None for f in dataclasses.fields(seen)):
+        return None
+    rps = {
+        name: None if (value := getattr(seen, name)) is None else float(f"{value:.4g}")
+        for name in ("arrivals_rps", "service_rps")
+    }
+    return ModelOutlook(per_token_cap=seen.per_token_cap, queue_floor=seen.queue_floor, **rps)
+
+
 def _dump(status: InferenceServiceStatus) -> dict[str, Any]:
     return status.model_dump(by_alias=True, exclude_unset=True, mode="json")
 
@@ -197,6 +229,8 @@ def loop_status(
         "slo_target_ms": cfg.slo_target_s * 1000,
         "mode": decision.mode,
         "law": decision.state.model_dump(mode="json"),
+        # Set to null when no model spoke, so a merge patch clears the last tick's figures.
+        "outlook": _outlook(decision),
     }
     if desired_replicas is not None:
         fields["desired_replicas"] = desired_replicas
