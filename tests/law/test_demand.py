@@ -119,9 +119,10 @@ def test_a_step_in_takes_no_more_than_the_pods_were_seen_to_serve() -> None:
     assert sizing_capacity(memory, dip, SLO, -1) == 20.0 * 40.0 / ((5 * 40.0 + 4.0) / 6)
     assert estimated_capacity(20.0, 4.0, 64.0, 0.0125, SLO) == 160.0
     # a step out takes the window's median estimate (sized low, it asks for a replica too many, never too
-    # few): the dip's own tick, 160, is one tick's Little's law at a batch the pods held for five seconds
+    # few): the dip's own tick, 160, is one tick's Little's law at a batch the pods held for five seconds;
+    # but never less than the 20 req/s a pod completes now within the SLO
     assert [e for _, e in memory.estimates] == [16.0] * 5 + [160.0]
-    assert sizing_capacity(memory, dip, SLO, 1) == 16.0
+    assert sizing_capacity(memory, dip, SLO, 1) == 20.0
     measured = DemandMemory(measured_rps=27.0, running=memory.running)
     assert sizing_capacity(measured, dip, SLO, -1) == 27.0  # a measure at the SLO stands
 
@@ -144,3 +145,22 @@ def test_a_capacity_measured_at_one_cap_is_not_taken_for_another() -> None:
     assert abs(capacity(memory, now, SLO) - estimate) < 1e-9 and estimate > 22.0
     # sized on the measure, 100 req/s projected would want 7 replicas; on this cap's estimate 5
     assert wanted(memory, now, live=4, waiting=0.0, slo_s=SLO, window_s=30.0) == math.ceil(100.0 / estimate)
+
+
+def test_a_capacity_is_never_below_what_a_pod_serves_within_the_slo() -> None:
+    # 16 req/s a pod at a batch of 56 under cap 73, P99 14.8 ms: stretched to a P99 at the SLO, Little's law
+    # says 73 x 16 / 56 x 0.59 = 12.3 req/s, less than the pods serve now within the SLO
+    memory, sample = DemandMemory(), Sample(60.0, 6, 16.0, 56.0, 73.0, 0.0148, 98.0)
+    memory = remember(memory, sample, SLO, 0.9, 30.0)
+    assert estimated_capacity(16.0, 56.0, 73.0, 0.0148, SLO) < 12.5
+    assert capacity(memory, sample, SLO) == 16.0
+    # 98 req/s on 16 a pod: 7 replicas, where the stretched estimate asked for 8
+    assert wanted(memory, sample, live=6, waiting=0.0, slo_s=SLO, window_s=30.0) == 7
+    # a stale measure at this cap under today's rate gives way too
+    stale = dataclasses.replace(memory, measured_rps=13.0, measured_cap=73.0)
+    assert capacity(stale, sample, SLO) == 16.0
+    # past the SLO the pods' rate is no capacity at the SLO: the estimate stands
+    late = dataclasses.replace(sample, p99_s=0.031)
+    assert capacity(remember(DemandMemory(), late, SLO, 0.9, 30.0), late, SLO) == estimated_capacity(
+        16.0, 56.0, 73.0, 0.031, SLO
+    )
