@@ -10,12 +10,13 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from governor.core import status as status_builders
 from governor.core.law import LAWS, Decision, LawConfig, LawState, Observation, initial_state
 from governor.core.signals import LatencyKind
 from governor_twin.policies import LawPolicy, StaticPolicy
 from governor_twin.scenarios import Scenario
 from governor_twin.sim import RunResult, run
+
+from tests.support.status import loop_patch
 
 TARGET_S = 0.03
 SHORT = {"kind": "uniform", "low": 256, "high": 1024}
@@ -140,11 +141,7 @@ def test_the_status_shows_the_budget_the_engines_hold_once_the_law_moves_it() ->
     untouched = dataclasses.replace(moved, token_budget=None)  # a law that never moved the budget
 
     def status(decision: Decision, held: int | None) -> dict[str, object]:
-        return status_builders.loop_status(
-            {"metadata": {"generation": 1}, "status": {}}, decision=decision, cfg=cfg, ceiling=128,
-            observed_p99_s=0.05, metrics=(True, "Fresh", ""), held_cap=decision.cap, desired_replicas=None,
-            now="2026-12-01T00:00:00Z", held_budget=held,
-        )  # fmt: skip
+        return loop_patch(decision, cfg, ceiling=128, observed_p99_s=0.05, held_budget=held)
 
     assert status(moved, moved.token_budget)["tokenBudget"] == moved.token_budget
     assert "tokenBudget" not in status(untouched, 8192)  # the engine's own budget: nothing to report

@@ -12,6 +12,8 @@ import random
 from governor.core import status as status_builders
 from governor.core.law import LAWS, Decision, LawConfig, LawState, Observation
 
+from tests.support.status import loop_patch
+
 TICK = 5.0
 
 
@@ -69,17 +71,7 @@ def test_status_and_events_carry_the_verdict_and_its_end() -> None:
     other = next(d for d in decisions if d.reason not in status_builders.LEVER_VERDICTS)
 
     def step(live: dict[str, object], d: Decision) -> dict[str, object]:
-        return status_builders.loop_status(
-            live,
-            decision=d,
-            cfg=cfg,
-            ceiling=64,
-            observed_p99_s=0.04,
-            metrics=(True, "Fresh", ""),
-            held_cap=d.cap,
-            desired_replicas=None,
-            now="2026-12-01T00:00:00Z",
-        )
+        return loop_patch(d, cfg, ceiling=64, observed_p99_s=0.04, live=live)
 
     before: dict[str, object] = {"metadata": {"generation": 1}, "status": {}}
     assert status_builders.condition_flip({}, step(before, other), "CapEffective") is None  # no verdict yet
@@ -125,17 +117,7 @@ def test_a_verdict_stands_while_the_fits_relearn() -> None:
         state=d.state,
         previous_cap=d.cap,
     )
-    after = status_builders.loop_status(
-        live,
-        decision=quiet,
-        cfg=cfg,
-        ceiling=64,
-        observed_p99_s=0.02,
-        metrics=(True, "Fresh", ""),
-        held_cap=d.cap,
-        desired_replicas=None,
-        now="2026-12-01T00:00:00Z",
-    )
+    after = loop_patch(quiet, cfg, ceiling=64, observed_p99_s=0.02, live=live)
     assert status_builders.condition_flip(live["status"], after, "CapEffective") is None  # no flap
     kept = next(c for c in after["conditions"] if c["type"] == "CapEffective")
     assert (kept["status"], kept["message"]) == ("False", last.detail)

@@ -13,6 +13,8 @@ import pytest
 from governor.core import status as status_builders
 from governor.core.law import LAWS, Decision, LawConfig, Observation, Outlook, initial_state
 
+from tests.support.status import loop_patch
+
 CFG = LawConfig(slo_target_s=0.020, ceiling=64, initial_cap=32, tick_s=5.0, window_s=15.0)
 REFRESH = status_builders.STATUS_REFRESH_TICKS
 
@@ -25,15 +27,13 @@ def run(readings: list[Observation | None], refresh: int = REFRESH) -> tuple[lis
         seen = obs or Observation(now_s=i * CFG.tick_s)
         decision = LAWS["rules"](state, seen, CFG)
         state = decision.state
-        patch = status_builders.loop_status(
-            live,
-            decision=decision,
-            cfg=CFG,
+        patch = loop_patch(
+            decision,
+            CFG,
             ceiling=64,
             observed_p99_s=seen.p99_s,
+            live=live,
             metrics=(obs is not None, "Fresh" if obs else "NoSeries", ""),
-            held_cap=decision.cap,
-            desired_replicas=None,
             now=f"2026-12-01T00:00:{i:02d}Z",
         )
         if status_builders.loop_write_due(live["status"], patch, refresh):
@@ -89,17 +89,7 @@ def test_the_operator_refuses_a_refresh_below_one_tick(capsys: pytest.CaptureFix
 
 
 def _status_of(decision: Decision) -> dict[str, Any]:
-    return status_builders.loop_status(
-        {"metadata": {"generation": 1}, "status": {}},
-        decision=decision,
-        cfg=CFG,
-        ceiling=64,
-        observed_p99_s=0.012,
-        metrics=(True, "Fresh", ""),
-        held_cap=decision.cap,
-        desired_replicas=None,
-        now="2026-12-01T00:00:00Z",
-    )
+    return loop_patch(decision, CFG, ceiling=64, observed_p99_s=0.012)
 
 
 def test_status_carries_what_the_models_said_and_clears_it_when_they_say_nothing() -> None:
