@@ -6,6 +6,7 @@ would and counts the writes."""
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -103,5 +104,19 @@ def test_status_carries_what_the_models_said_and_clears_it_when_they_say_nothing
     partial = _status_of(replace(decision, outlook=Outlook(arrivals_rps=3.0)))["outlook"]
     assert partial == {"perTokenCap": None, "queueFloor": None, "arrivalsRps": 3.0, "serviceRps": None}
     assert _status_of(replace(decision, outlook=Outlook()))["outlook"] is None
+    # The queue model's service is inf where its hold time is 0: JSON has no inf, and the API server would
+    # refuse the whole patch (cap, conditions and all). It is written as unknown.
+    endless = _status_of(replace(decision, outlook=Outlook(queue_floor=3, service_rps=float("inf"))))
+    assert endless["outlook"] == {
+        "perTokenCap": None,
+        "queueFloor": 3,
+        "arrivalsRps": None,
+        "serviceRps": None,
+    }
+    assert _status_of(replace(decision, outlook=Outlook(arrivals_rps=float("nan"))))["outlook"] is None
+    json.dumps(endless, allow_nan=False)  # what the API server would accept
+    # No arrivals is a measurement, not silence.
+    idle = _status_of(replace(decision, outlook=Outlook(arrivals_rps=0.0)))["outlook"]
+    assert idle is not None and idle["arrivalsRps"] == 0.0
     # The schema the CRD is generated from accepts what the builder writes.
     status_builders.InferenceServiceStatus.model_validate(_status_of(replace(decision, outlook=seen)))

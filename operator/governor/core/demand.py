@@ -153,7 +153,7 @@ def capacity(memory: DemandMemory, sample: Sample, slo_s: float) -> float | None
     window the cap bound in only at its end, fell under it (Azure: 13 req/s estimated where the pods served
     16 within the SLO, and 8 replicas asked for in the first minute). Measured on the fleet benchmark
     (docs/measurements.md, fifteenth session): GPU-hours down or equal on every scenario and knob of the
-    reported draw (bursts 1.15 -> 1.07, azure_high 2.54 -> 2.33), one of the other draws' Azure runs up."""
+    reported draw (bursts 1.15 -> 1.06, azure_high 2.54 -> 2.33), one of the other draws' Azure runs up."""
     serving = sample.rate if sample.rate and sample.p99_s is not None and sample.p99_s <= slo_s else None
     if memory.measured_rps and _same_cap(memory.measured_cap, sample.cap):
         found: float | None = memory.measured_rps

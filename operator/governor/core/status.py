@@ -7,7 +7,7 @@ it too). Only the fields a builder sets appear in its patch.
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -163,13 +163,20 @@ def deployment_conditions(
 
 
 def _outlook(decision: Decision) -> ModelOutlook | None:
+    """The decision's outlook for status, rates to four digits. A rate that is not finite (the queue model's
+    service is inf where its hold time is 0) is written as unknown: JSON has no inf, and the API server
+    would refuse the whole status patch."""
     seen = decision.outlook
-    if seen is None or all(getattr(seen, f.name) is None for f in dataclasses.fields(seen)):
+    if seen is None:
         return None
     rps = {
-        name: None if (value := getattr(seen, name)) is None else float(f"{value:.4g}")
+        name: float(f"{value:.4g}")
+        if (value := getattr(seen, name)) is not None and math.isfinite(value)
+        else None
         for name in ("arrivals_rps", "service_rps")
     }
+    if seen.per_token_cap is None and seen.queue_floor is None and all(v is None for v in rps.values()):
+        return None
     return ModelOutlook(per_token_cap=seen.per_token_cap, queue_floor=seen.queue_floor, **rps)
 
 
