@@ -56,6 +56,23 @@ def test_a_confident_fit_names_a_per_token_cap_above_the_floor_each_near_its_clo
         assert math.isclose(outlook.service_rps, service(d.cap), rel_tol=0.05), (d.cap, outlook)
 
 
+def test_where_no_cap_carries_the_arrivals_no_floor_is_claimed() -> None:
+    # 50 req/s arrive where the ceiling serves 41: no cap carries them. A cut for the per-token miss is held
+    # at the limit, and neither the detail nor the outlook names a cap that carries the arrivals.
+    run = drive(FluidEngine(arrivals=50.0, waiting=500.0), config(0.014), ticks=12, start_cap=256)
+    assert service(256) < 50.0
+    held = [d for _, d in run if d.reason == "queue-floor"]
+    assert held, [d.reason for _, d in run]
+    for d in held:
+        assert d.cap == 256
+        assert "no cap up to it carries the arrivals" in d.detail, d.detail
+        assert "the smallest cap that carries" not in d.detail
+    for _, d in run:
+        assert d.outlook is not None and d.outlook.queue_floor is None, d.outlook
+        assert d.outlook.arrivals_rps is not None and d.outlook.service_rps is not None
+        assert d.outlook.service_rps < d.outlook.arrivals_rps
+
+
 def test_the_rule_table_has_no_outlook() -> None:
     cfg = config(0.014)
     state = LawState(cap=64)

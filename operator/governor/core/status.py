@@ -56,7 +56,8 @@ class ModelOutlook(_Model):
     """The largest cap a confident fit says meets the per-token target (with the law's margin)."""
     queue_floor: int | None = None
     """The smallest cap whose modelled service carries the arrivals (and, with a TTFT bound, whose backlog
-    waits within it a window ahead)."""
+    waits within it a window ahead); absent when no cap up to the law's limit does (replicas are then the
+    answer), or when the queue model says nothing."""
     arrivals_rps: float | None = None
     """Requests per second reaching one engine: its completions plus the growth of what it holds."""
     service_rps: float | None = None

@@ -369,7 +369,7 @@ def _queue_side(
         return chosen, None
     bound = _wait_bound(obs, cfg)
 
-    floor, per_token, chosen = _floor(model, chosen, _meetable(plan), upper, bound, cfg)
+    floor, per_token, chosen, why = _floor(model, chosen, _meetable(plan), upper, bound, cfg)
     current = max(chosen.cap, state.cap)
     late = model.late_ahead(current, cfg.window_s, bound) if bound is not None else floor > current
     origin = state.queue_raised_from if late else None
@@ -386,7 +386,7 @@ def _queue_side(
     grows = counted or stands
     if chosen.cap < state.cap and chosen.cap < floor:  # a cut, held at the floor
         cap = state.cap if per_token is None else min(state.cap, floor)
-        detail = f"no cut below {floor}, the smallest cap that carries the arrivals; {chosen.detail}"
+        detail = f"no cut below {floor}, {why}; {chosen.detail}"
         held = _decision(state, base, cap, "queue-floor", detail, chosen.replica_wish, _kept(chosen, cap))
         if not (late and grows and state.cap < floor):
             return held, origin
@@ -465,17 +465,25 @@ def _floor(
     upper: int,
     bound: float | None,
     cfg: LawConfig,
-) -> tuple[int, int | None, Decision]:
+) -> tuple[int, int | None, Decision, str]:
     """The smallest cap a cut may take (the queue floor), the per-token cap still held (None: given up or
-    unknown), and the decision, told when the TTFT bound is the one given up."""
+    unknown), the decision, told when the TTFT bound is the one given up, and what the floor is, for the
+    detail of a cut it holds."""
 
-    carry = _carrying(model, upper, bound, cfg)
+    found = _carrying(model, upper, bound, cfg)
+    carry = upper if found is None else found
     if per_token is None or per_token >= carry:
-        return carry, per_token, chosen
+        if found is None:  # the floor is the mode's limit, and no cap is claimed to carry the arrivals
+            why = (
+                f"the limit: no cap up to it carries the arrivals ({model.service(upper):.3g} req/s served "
+                f"there, {model.arrivals:.3g} arriving)"
+            )
+            return carry, per_token, chosen, why
+        return carry, per_token, chosen, "the smallest cap that carries the arrivals"
     if bound is None or not model.late_ahead(per_token, cfg.window_s, bound):
         # The per-token bound first: its backlog, a window ahead, waits within the TTFT bound, or the SLO
         # has no TTFT bound (its queue is the replicas' to answer).
-        return per_token, per_token, chosen
+        return per_token, per_token, chosen, "the per-token cap, whose backlog the queue absorbs"
     # No cap meets both: the per-token cap grows the queue until every TTFT is a miss, and the cap that
     # carries the arrivals may make every request's tokens too slow; a request that misses either counts
     # for nothing. The bound given up is the one whose loss keeps more requests within both over the next
@@ -484,24 +492,24 @@ def _floor(
     # tight bursts at 0.05 x static 256 (0.88 given up).
     goodput = _goodput_at(model, chosen.state.quantile_fit, bound, cfg)
     floor = _most_goodput(goodput, per_token, carry)
-    if goodput is None or floor > per_token:
-        return floor, None, chosen  # the per-token bound given up
+    if goodput is None or floor > per_token:  # the per-token bound given up
+        return floor, None, chosen, "the cap that keeps the most requests within both bounds"
     detail = (
         f"{chosen.detail}; no cap meets both bounds, and the TTFT bound is the one given up: cap {per_token} "
-        f"keeps {goodput(per_token):.3g} req/s within both, cap {carry} (which carries the arrivals) "
-        f"{goodput(carry):.3g}; replicas needed"
+        f"keeps {goodput(per_token):.3g} req/s within both, cap {carry} {goodput(carry):.3g}; replicas "
+        "needed"
     )
-    return per_token, per_token, replace(chosen, detail=detail, replica_wish=1)
+    return per_token, per_token, replace(chosen, detail=detail, replica_wish=1), "the per-token cap"
 
 
-def _carrying(model: QueueModel, upper: int, bound: float | None, cfg: LawConfig) -> int:
-    """The smallest cap that carries the arrivals and whose backlog, a window ahead, waits within the bound
-    (`upper` when none does): the queue floor."""
+def _carrying(model: QueueModel, upper: int, bound: float | None, cfg: LawConfig) -> int | None:
+    """The smallest cap up to `upper` that carries the arrivals and whose backlog, a window ahead, waits
+    within the bound (None when none does)."""
 
     def holds(c: int) -> bool:
         return model.carries(c) and (bound is None or not model.late_ahead(c, cfg.window_s, bound))
 
-    return next((c for c in range(1, upper + 1) if holds(c)), upper)
+    return next((c for c in range(1, upper + 1) if holds(c)), None)
 
 
 def _outlook(

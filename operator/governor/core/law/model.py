@@ -248,7 +248,7 @@ class Outlook:
     waits past it a window ahead)."""
 
     per_token_cap: int | None = None  # the largest cap a confident fit says meets the per-token aim
-    queue_floor: int | None = None  # the smallest cap the queue model says carries the arrivals
+    queue_floor: int | None = None  # the smallest cap the queue model says carries the arrivals (None: none)
     arrivals_rps: float | None = None  # requests per second reaching the engine (completions + growth)
     service_rps: float | None = None  # the queue model's service at the cap decided
 
