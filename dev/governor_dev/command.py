@@ -171,6 +171,8 @@ async def _run_pass(
                     None,
                     d.reason if adaptive else "",
                     d.previous_cap if adaptive else None,
+                    d.detail if adaptive else "",
+                    d.outlook.describe() if adaptive and d.outlook is not None else "",
                 )
                 result.ticks.append(tick)
                 recent = [

@@ -155,6 +155,8 @@ class Tick:
     tokens_per_s: float | None
     reason: str = ""
     previous_cap: int | None = None
+    detail: str = ""  # the decision's sentence, as Events and status say it
+    model: str = ""  # what the levers law's models said (Outlook.describe; "" when they said nothing)
 
 
 @dataclass
