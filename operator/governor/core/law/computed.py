@@ -483,7 +483,12 @@ def _floor(
     if bound is None or not model.late_ahead(per_token, cfg.window_s, bound):
         # The per-token bound first: its backlog, a window ahead, waits within the TTFT bound, or the SLO
         # has no TTFT bound (its queue is the replicas' to answer).
-        return per_token, per_token, chosen, "the per-token cap, whose backlog the queue absorbs"
+        why = (
+            "the per-token cap (no TTFT bound: the queue is the replicas')"
+            if bound is None
+            else "the per-token cap, whose backlog waits within the TTFT bound a window ahead"
+        )
+        return per_token, per_token, chosen, why
     # No cap meets both: the per-token cap grows the queue until every TTFT is a miss, and the cap that
     # carries the arrivals may make every request's tokens too slow; a request that misses either counts
     # for nothing. The bound given up is the one whose loss keeps more requests within both over the next
