@@ -32,8 +32,8 @@ def test_short_demo_moves_the_cap_and_leaves_a_picture(
     assert min(governed) < engine.ceiling, "the governed pass must have lowered the cap inside the engine"
     assert summary["decisions"], "every cap change is a recorded decision with a reason"
     assert all(d["reason"] and d["detail"] for d in summary["decisions"])
-    # The levers law (the default) says what its models saw at some decision: the queue's rates at least.
-    assert any("arriving" in d["model"] for d in summary["decisions"]), summary["decisions"]
+    # The levers law (the default) says what its models saw at some decision.
+    assert any(d["model"] for d in summary["decisions"]), summary["decisions"]
     drift = summary["host_drift"]
     assert drift["control"] == "light"
     # The SLO here (0.5 ms) is below any CPU engine's light-load latency: the law may cut in the light phase,

@@ -23,11 +23,11 @@ the target there); above the per-token cap the per-token bound is given up, at i
 backlog would hold requests past their TTFT bound behind a binding cap, the cap goes up a step at a time
 within the per-token cap (and the trust region), or, with no such cap known and the per-token bound already
 missed (or held, on a queue without end at the cap: it grows, and the cap serves less than arrives), one step
-per episode, or one move to the smallest cap that carries the arrivals while the queue measurably grows (or,
-the per-token bound missed, stands where the cap's modelled service falls short of the arrivals: then within
-the trust region), no further than that goodput goes, asking for replicas. A backlog the TTFT bound absorbs (a
-burst that ends) is left to queue. Last, for an inter-token SLO, the token budget (governor.core.law.budget):
-while it can still go down it answers the miss first and the cap's cuts wait.
+per episode, or one move to the smallest cap that carries the arrivals (the limit where none does) while the
+queue measurably grows (or, the per-token bound missed, stands where the cap's modelled service falls short of
+the arrivals: then within the trust region), no further than that goodput goes, asking for replicas. A backlog
+the TTFT bound absorbs (a burst that ends) is left to queue. Last, for an inter-token SLO, the token budget
+(governor.core.law.budget): while it can still go down it answers the miss first and the cap's cuts wait.
 
 Every raise stays within the evidence (a trust region): the model's raise goes at most to TRUST x the largest
 running batch the quantile line was measured at (LeverFit.support); past that the law takes the rule table's
