@@ -82,7 +82,7 @@ def drive(
     return out
 
 
-def config(target_s: float, ttft_bound_s: float = 2.5) -> LawConfig:
+def config(target_s: float, ttft_bound_s: float | None = 2.5) -> LawConfig:
     return LawConfig(
         slo_target_s=target_s, ceiling=256, ttft_bound_s=ttft_bound_s, tick_s=TICK, window_s=30.0
     )
@@ -394,3 +394,32 @@ def test_the_queue_models_service_is_set_by_the_hold_the_engine_measured(
     assert model is not None and model.work is not None
     for cap, ratio in ((8, below), (20, below), (21, above), (64, above)):
         assert model.service(cap) == pytest.approx(ratio * service(cap), rel=1e-3), cap
+
+
+def test_a_probe_below_the_floor_learns_for_one_window_and_comes_back_once() -> None:
+    # A line learnt at batches 40-56 reads 6.41 ms for one sequence against a 6 ms target; the plan can give
+    # no verdict until the line is measured lower, and the floor (34: the smallest cap serving 20 req/s with
+    # 10 % to spare) refuses the cuts that would measure it. With a 20 s TTFT bound the backlog a window at
+    # cap 27 would build still waits within it: one step below the floor, for one window. Cap 27 serves
+    # 19.2 req/s, so the floor measured there stays above it and the cap goes back; the line stays linear
+    # (this engine's truth), so no second probe follows. Without a TTFT bound the floor holds every cut.
+    quantile, mean = LeverFit(), LeverFit()
+    for i in range(40):
+        batch = 40.0 + i % 17
+        quantile, mean = quantile.update((batch,), 1.3 * tpot(batch)), mean.update((batch,), tpot(batch))
+    start = LawState(cap=64, quantile_fit=quantile, mean_fit=mean)
+    carrying = min(c for c in range(1, 257) if service(c) >= 20.0 * 1.1)
+    run = drive(FluidEngine(arrivals=20.0), config(0.006, 20.0), ticks=40, start_cap=64, start=start)
+    probes = [(i, d) for i, (_, d) in enumerate(run) if d.reason == "probe"]
+    assert len(probes) == 1, [(d.cap, d.reason) for _, d in run]
+    at, probe = probes[0]
+    assert int(probe.previous_cap * 0.8) <= probe.cap < carrying <= probe.previous_cap, probe
+    assert "explore down" in probe.detail and probe.state.probe_from == probe.previous_cap
+    back = [(i, d) for i, (_, d) in enumerate(run) if d.reason == "probe-back"]
+    assert len(back) == 1 and back[0][1].cap == probe.previous_cap, [(d.cap, d.reason) for _, d in run]
+    assert back[0][0] - at == math.ceil(30.0 / TICK), (at, back[0][0])  # one window, not more
+    assert min(d.cap for _, d in run[back[0][0] :]) >= carrying - 1
+    assert all(obs.waiting is not None and obs.waiting < 20.0 * 20.0 for obs, _ in run)
+    held = drive(FluidEngine(arrivals=20.0), config(0.006, None), ticks=40, start_cap=64, start=start)
+    assert all(d.reason not in ("probe", "probe-back") for _, d in held)
+    assert min(d.cap for _, d in held) >= carrying

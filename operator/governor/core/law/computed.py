@@ -26,7 +26,10 @@ missed (or held, on a queue without end at the cap: it grows, and the cap serves
 per episode, or one move to the smallest cap that carries the arrivals (the limit where none does) while the
 queue measurably grows (or, the per-token bound missed, stands where the cap's modelled service falls short of
 the arrivals: then within the trust region), no further than that goodput goes, asking for replicas. A backlog
-the TTFT bound absorbs (a burst that ends) is left to queue. Last, for an inter-token SLO, the token budget
+the TTFT bound absorbs (a burst that ends) is left to queue. Where the per-token fit needs its line measured
+at smaller batches before it can give a verdict, a cut may probe one step below the floor for a window while
+the backlog there waits within the TTFT bound, and comes back unless a confident fit then names a cap (one
+probe until one does). Last, for an inter-token SLO, the token budget
 (governor.core.law.budget): while it can still go down it answers the miss first and the cap's cuts wait.
 
 Every raise stays within the evidence (a trust region): the model's raise goes at most to TRUST x the largest
@@ -179,6 +182,9 @@ def _per_token(
         "held_recent": _held(state, obs, cfg),
         "held_support": _held_support(state, obs, cfg, recent, fits[0]),
         "verdict": state.verdict,
+        "probe_from": state.probe_from,
+        "probe_s": state.probe_s,
+        "probe_failed": state.probe_failed,
     }
     if not cfg.latency_kind.per_token or known(obs.p99_s) is None:
         # TTFT and e2e SLOs are queue-driven (never cut for them); no data holds: the rule table answers.
@@ -384,6 +390,9 @@ def _queue_side(
     # arrivals, never counts up.
     stands = backlog and not counted and missed and model.work is not None and not model.carries(current)
     grows = counted or stands
+    chosen, probed = _probe(state, obs, cfg, base, chosen, plan, model, floor, per_token, bound, upper)
+    if probed:
+        return chosen, origin
     if chosen.cap < state.cap and chosen.cap < floor:  # a cut, held at the floor
         cap = state.cap if per_token is None else min(state.cap, floor)
         detail = f"no cut below {floor}, {why}; {chosen.detail}"
@@ -505,6 +514,67 @@ def _floor(
         "needed"
     )
     return per_token, per_token, replace(chosen, detail=detail, replica_wish=1), "the per-token cap"
+
+
+def _probe(
+    state: LawState,
+    obs: Observation,
+    cfg: LawConfig,
+    base: Decision,
+    chosen: Decision,
+    plan: CapPlan | None,
+    model: QueueModel,
+    floor: int,
+    per_token: int | None,
+    bound: float | None,
+    upper: int,
+) -> tuple[Decision, bool]:
+    """A probe below the queue floor or the raise that ends one (True: the decision), else `chosen` with
+    the probe's memory brought up to date (False: the queue side goes on).
+
+    The floor reads a small cap's service on the safe side (below the batches the mean line was measured at,
+    a request's tokens are taken as slow as there), so where the per-token plan can give no verdict until the
+    line is measured at smaller batches (`explore_down`, or an aim under the smallest cap), refusing every cut
+    below the floor kept the law from ever measuring them: the twin's 70B-shape medium prefill-heavy cell held
+    cap 8 for 200 s at 0.44 x static 4's goodput. With a TTFT bound, a cut the table makes may go one step
+    (x decrease_factor) below the floor when the backlog there, at the model's pessimistic service, still
+    waits within the bound a window ahead; a window later, if no confident fit names a cap and the floor
+    measured meanwhile still stands above the probed cap, the cap goes back to the floor (at most where the
+    probe left), and no other probe follows until a confident fit names a cap (without that, a fluid engine
+    whose line is truly linear below a 6 ms target sawed between the floor and the probe a window apart:
+    tests/law/test_queue_floor.py). Twin matrix, served cells (docs/measurements.md): mean 0.918 -> 0.923 on
+    draw 0 (the 8B medium prefill-heavy 1.01 -> 1.19, the 8B tight long tail 1.03 -> 0.96), 0.934 -> 0.935 on
+    draw 1, the worst cell unchanged on both; a probe as deep as the table's cut (x 0.5): worst 0.415 ->
+    0.380."""
+    if state.probe_from is not None and (
+        per_token is not None or obs.now_s - (state.probe_s or 0.0) >= cfg.window_s
+    ):
+        ended: dict[str, Any] = {"probe_from": None, "probe_s": None}
+        if per_token is None and floor > state.cap and chosen.cap <= state.cap:
+            cap = min(floor, state.probe_from, upper)
+            detail = (
+                "the probe below the queue floor ends: no fit names a cap that meets the target, and the "
+                f"floor measured at cap {state.cap} is {floor}; back to {cap}"
+            )
+            update = {**_kept(chosen, cap), **ended, "probe_failed": state.cap}
+            return _decision(state, base, cap, "probe-back", detail, chosen.replica_wish, update), True
+        chosen = replace(chosen, state=chosen.state.model_copy(update=ended))
+    if per_token is not None:  # a confident fit names a cap: the episode is over
+        if chosen.state.probe_failed is not None:
+            chosen = replace(chosen, state=chosen.state.model_copy(update={"probe_failed": None}))
+        return chosen, False
+    explores = plan is not None and (plan.explore_down or plan.reason == "at-min-cap")
+    if bound is None or plan is None or not explores or state.probe_failed is not None:
+        return chosen, False
+    cap = max(chosen.cap, math.floor(state.cap * cfg.decrease_factor))
+    if cap >= min(state.cap, floor) or model.late_ahead(cap, cfg.window_s, bound):
+        return chosen, False
+    detail = (
+        f"a probe below the queue floor ({floor}) for one window: {plan.detail}; the backlog at the probed "
+        "cap still waits within the TTFT bound a window ahead"
+    )
+    update = {**_kept(chosen, cap), "probe_from": state.probe_from or state.cap, "probe_s": obs.now_s}
+    return _decision(state, base, cap, "probe", detail, chosen.replica_wish, update), True
 
 
 def _carrying(model: QueueModel, upper: int, bound: float | None, cfg: LawConfig) -> int | None:

@@ -198,6 +198,11 @@ class LawState(BaseModel):
     # step per episode while the queue does not grow (a raise that then misses the per-token bound must not
     # license the next one; on the H200 at 12 ms it climbed 58 -> 112 that way).
     queue_raised_from: int | None = None
+    # A probe below the queue floor (computed._probe): the cap it left and when (None: none under way), and
+    # the cap a probe's measured service fell short at: no other probe until a confident fit names a cap.
+    probe_from: int | None = None
+    probe_s: float | None = None
+    probe_failed: int | None = None
     # When the levers law last raised the cap: a per-token miss within a window of it is the raise's own
     # doing (the window's P99 lags the batch), not a license for the queue's next raise.
     raised_s: float | None = None

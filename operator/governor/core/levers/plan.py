@@ -79,6 +79,7 @@ class CapPlan(BaseModel):
     predicted_ttft_s: float | None = None
     utilisation: float | None = None
     replicas_needed: int | None = None  # engines like this one to carry the load at the per-token cap
+    explore_down: bool = False  # no verdict until the line is measured at smaller batches
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,7 @@ def plan_cap(
             return CapPlan(
                 cap=None,
                 reason="unconfident",
+                explore_down=True,
                 detail=(
                     f"one sequence alone predicts {_ms(alone)} per token, above the {_ms(target_s)} target, "
                     f"but the line was measured at batches {quantile_fit.low:.0f}.."
