@@ -127,9 +127,10 @@ def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decisi
         # An inter-token P99 is the step that carries a prefill chunk: the budget is its lever (measured,
         # budget.py), and a cut of the cap costs everyone's throughput, so the budget goes first.
         detail = f"the token budget first for an inter-token SLO; the cap's cut waits ({chosen.detail})"
-        chosen = _decision(
-            state, base, state.cap, "budget-first", detail, chosen.replica_wish, _kept(chosen, state.cap)
-        )
+        kept = _kept(chosen, state.cap)
+        if chosen.reason == "probe":  # the probe is not taken, so none is under way
+            kept.update(probe_from=state.probe_from, probe_s=state.probe_s)
+        chosen = _decision(state, base, state.cap, "budget-first", detail, chosen.replica_wish, kept)
     decision = with_budget(state, obs, cfg, chosen)
     raised = obs.now_s if decision.cap > state.cap else state.raised_s
     decision = replace(decision, state=decision.state.model_copy(update={"raised_s": raised}))
