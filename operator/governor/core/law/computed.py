@@ -551,8 +551,8 @@ def _probe(
         per_token is not None or obs.now_s - (state.probe_s or 0.0) >= cfg.window_s
     ):
         ended: dict[str, Any] = {"probe_from": None, "probe_s": None}
-        if per_token is None and floor > state.cap and chosen.cap <= state.cap:
-            cap = min(floor, state.probe_from, upper)
+        if per_token is None and floor > state.cap:  # a raise the table wants goes no lower than the floor
+            cap = max(chosen.cap, min(floor, state.probe_from, upper))
             detail = (
                 "the probe below the queue floor ends: no fit names a cap that meets the target, and the "
                 f"floor measured at cap {state.cap} is {floor}; back to {cap}"
