@@ -533,20 +533,20 @@ def _probe(
     """A probe below the queue floor or the raise that ends one (True: the decision), else `chosen` with
     the probe's memory brought up to date (False: the queue side goes on).
 
-    The floor reads a small cap's service on the safe side (below the batches the mean line was measured at,
-    a request's tokens are taken as slow as there), so where the per-token plan can give no verdict until the
+    The floor reads a small cap's service on the safe side (below the batches the mean line was measured at, a
+    request's tokens are taken as slow as there), so where the per-token plan can give no verdict until the
     line is measured at smaller batches (`explore_down`, or an aim under the smallest cap), refusing every cut
     below the floor kept the law from ever measuring them: the twin's 70B-shape medium prefill-heavy cell held
-    cap 8 for 200 s at 0.44 x static 4's goodput. With a TTFT bound, a cut the table makes may go one step
-    (x decrease_factor) below the floor when the backlog there, at the model's pessimistic service, still
-    waits within the bound a window ahead; a window later, if no confident fit names a cap and the floor
-    measured meanwhile still stands above the probed cap, the cap goes back to the floor (at most where the
-    probe left), and no other probe follows until a confident fit names a cap (without that, a fluid engine
-    whose line is truly linear below a 6 ms target sawed between the floor and the probe a window apart:
-    tests/law/test_queue_floor.py). Twin matrix, served cells (docs/measurements.md): mean 0.918 -> 0.923 on
-    draw 0 (the 8B medium prefill-heavy 1.01 -> 1.19, the 8B tight long tail 1.03 -> 0.96), 0.934 -> 0.935 on
-    draw 1, the worst cell unchanged on both; a probe as deep as the table's cut (x 0.5): worst 0.415 ->
-    0.380."""
+    cap 8 for 200 s at 0.44 x static 4's goodput. With a TTFT bound, a cut the table makes may go one step (x
+    decrease_factor) below the floor when the backlog there, at the model's pessimistic service, still waits
+    within the bound a window ahead; a window later, if no confident fit names a cap and the floor measured
+    meanwhile still stands above the probed cap, the cap goes back to the floor (at most where the probe left,
+    unless the table asks for more), and no other probe follows until a confident fit names a cap (without
+    that, a fluid engine whose line is truly linear below a 6 ms target sawed between the floor and the probe
+    a window apart: tests/law/test_queue_floor.py). Twin matrix, served cells (docs/measurements.md): mean
+    0.918 -> 0.923 on draw 0 (the 8B medium prefill-heavy 1.01 -> 1.19, the 8B tight long tail 1.03 -> 0.96),
+    0.934 -> 0.935 on draw 1, the worst cell unchanged on both; a probe as deep as the table's cut (x 0.5):
+    worst 0.415 -> 0.380."""
     if state.probe_from is not None and (
         per_token is not None or obs.now_s - (state.probe_s or 0.0) >= cfg.window_s
     ):
