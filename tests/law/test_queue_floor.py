@@ -423,3 +423,73 @@ def test_a_probe_below_the_floor_learns_for_one_window_and_comes_back_once() -> 
     held = drive(FluidEngine(arrivals=20.0), config(0.006, None), ticks=40, start_cap=64, start=start)
     assert all(d.reason not in ("probe", "probe-back") for _, d in held)
     assert min(d.cap for _, d in held) >= carrying
+
+
+@dataclass
+class StallingEngine(FluidEngine):
+    """Each slot of the cap adds `per_slot` to every token (prefills the cap lets in stall the decodes; a
+    lower cap queues them instead): the batch alone does not say what a lower cap does."""
+
+    per_slot: float = 0.00003
+    base: float = 0.0048
+
+    def tick(self, cap: int, now: float) -> Observation:
+        self.intercept = self.base + self.per_slot * cap
+        return super().tick(cap, now)
+
+
+def test_a_probe_the_engine_carries_keeps_its_cap_and_the_next_one_goes_on_from_it() -> None:
+    # Lines learnt at batches 40-56 under cap 64 carry that cap's stalls, so below them the floor reads the
+    # service low (27-28 for 16 req/s) where this engine carries 16 req/s from cap 23. The probe to 25 runs
+    # a whole window with nothing queued and its busy slots (22.4) a tenth under the cap: the engine carried
+    # the arrivals there, with the floor's headroom, whatever the model says, so the cap stays and the next
+    # probe leaves from it. Cap 20 does not carry them: its queue grows, so that probe comes back to 25, not
+    # to the floor, and none follows.
+    stalled = StallingEngine(arrivals=0.0)
+    stalled.intercept = stalled.base + stalled.per_slot * 64
+    quantile, mean = LeverFit(), LeverFit()
+    for i in range(40):
+        batch = 40.0 + i % 17
+        quantile = quantile.update((batch,), 1.3 * stalled.tpot(batch))
+        mean = mean.update((batch,), stalled.tpot(batch))
+    start = LawState(cap=64, quantile_fit=quantile, mean_fit=mean)
+
+    def carries(cap: int) -> bool:
+        engine = StallingEngine(arrivals=0.0)
+        engine.intercept = engine.base + engine.per_slot * cap
+        return engine.service(cap) >= 16.0
+
+    carrying = min(c for c in range(1, 257) if carries(c))
+    run = drive(StallingEngine(arrivals=16.0), config(0.006, 20.0), ticks=80, start_cap=64, start=start)
+    trail = [(d.cap, d.reason) for _, d in run]
+    probes = [d for _, d in run if d.reason == "probe"]
+    assert len(probes) == 2 and probes[1].previous_cap == probes[0].cap > probes[1].cap, trail
+    last = run[-1][1]
+    floor = last.outlook.queue_floor if last.outlook else None
+    assert floor is not None and carrying <= probes[0].cap < floor, (floor, trail)
+    assert "carried the arrivals through its window" in probes[1].detail
+    assert probes[1].state.probe_from == probes[0].cap
+    back = [d for _, d in run if d.reason == "probe-back"]
+    assert len(back) == 1 and back[0].cap == probes[0].cap, trail
+    after = run[[d for _, d in run].index(back[0]) :]
+    assert all(d.cap == probes[0].cap for _, d in after), trail  # held there, and no third probe
+    assert (run[-1][0].waiting or 0.0) == 0.0
+    assert all((obs.ttft_p99_s or 0.0) <= 20.0 for obs, _ in run)
+
+
+def test_a_probe_the_engine_carries_without_the_floors_headroom_comes_back() -> None:
+    # The linear engine at 19 req/s: the probe to 28 queues nothing, but its batch settles at 25.6, a tenth
+    # short of the headroom the floor asks (1.1 x 25.6 > 28), and a rise of the load by a sixth would leave
+    # its queue growing for minutes before the TTFT bound told. It comes back to the floor.
+    quantile, mean = LeverFit(), LeverFit()
+    for i in range(40):
+        batch = 40.0 + i % 17
+        quantile, mean = quantile.update((batch,), 1.3 * tpot(batch)), mean.update((batch,), tpot(batch))
+    start = LawState(cap=64, quantile_fit=quantile, mean_fit=mean)
+    run = drive(FluidEngine(arrivals=19.0), config(0.006, 20.0), ticks=30, start_cap=64, start=start)
+    trail = [(d.cap, d.reason, round(obs.running, 1)) for obs, d in run]
+    probes = [d for _, d in run if d.reason == "probe"]
+    back = [d for _, d in run if d.reason == "probe-back"]
+    assert len(probes) == 1 and len(back) == 1, trail
+    assert back[0].cap > probes[0].cap and back[0].state.probe_failed == probes[0].cap, trail
+    assert all(d.cap >= back[0].cap for _, d in run[[d for _, d in run].index(back[0]) :]), trail
