@@ -463,8 +463,11 @@ def _queue_side(
         f"{_why_late(bound)} behind a binding cap, and {per_token_side}: raised to {cap} for the queue "
         "(the per-token bound given up); no cap is known to meet both, replicas needed"
     )
+    update = _kept(chosen, cap)
+    if state.probe_from is not None:  # the raise ends a probe under way: a later one leaves from here
+        update.update(probe_from=None, probe_s=None)
     return _decision(
-        state, base, cap, "queue-relief", detail, 1, _kept(chosen, cap)
+        state, base, cap, "queue-relief", detail, 1, update
     ), current if origin is None else origin
 
 
