@@ -493,3 +493,35 @@ def test_a_probe_the_engine_carries_without_the_floors_headroom_comes_back() -> 
     assert len(probes) == 1 and len(back) == 1, trail
     assert back[0].cap > probes[0].cap and back[0].state.probe_failed == probes[0].cap, trail
     assert all(d.cap >= back[0].cap for _, d in run[[d for _, d in run].index(back[0]) :]), trail
+
+
+def test_a_raise_for_the_queue_ends_a_probe_under_way() -> None:
+    # The engine above, its probe to 25 held; the next, to 20, starts and the load rises from 16 to 19 req/s
+    # five seconds later. The queue behind cap 20 passes what a 6 s TTFT bound allows before the probe's
+    # window ends: the queue's raise ends the probe there, and a later probe leaves from the cap the raises
+    # reached, not from where the first one left (25, which no longer carries the load).
+    stalled = StallingEngine(arrivals=0.0)
+    stalled.intercept = stalled.base + stalled.per_slot * 64
+    quantile, mean = LeverFit(), LeverFit()
+    for i in range(40):
+        batch = 40.0 + i % 17
+        quantile = quantile.update((batch,), 1.3 * stalled.tpot(batch))
+        mean = mean.update((batch,), stalled.tpot(batch))
+    state, engine, cfg = (
+        LawState(cap=64, quantile_fit=quantile, mean_fit=mean),
+        StallingEngine(16.0),
+        config(0.006, 6.0),
+    )
+    run: list[Decision] = []
+    for i in range(40):
+        engine.arrivals = 16.0 if i < 13 else 19.0
+        decision = LAWS["levers"](state, engine.tick(state.cap, i * TICK), cfg)
+        run.append(decision)
+        state = decision.state
+    trail = [(d.cap, d.reason) for d in run]
+    probes = [i for i, d in enumerate(run) if d.reason == "probe"]
+    relief = next(i for i, d in enumerate(run) if d.reason == "queue-relief")
+    assert probes[0] < probes[1] < relief, trail
+    assert run[relief].state.probe_from is None and run[relief].state.probe_s is None, run[relief].state
+    later = [run[i] for i in probes if i > relief]
+    assert all(d.state.probe_from == d.previous_cap for d in later), trail
