@@ -7,6 +7,7 @@ then known in closed form."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -403,11 +404,7 @@ def test_a_probe_below_the_floor_learns_for_one_window_and_comes_back_once() -> 
     # cap 27 would build still waits within it: one step below the floor, for one window. Cap 27 serves
     # 19.2 req/s, so the floor measured there stays above it and the cap goes back; the line stays linear
     # (this engine's truth), so no second probe follows. Without a TTFT bound the floor holds every cut.
-    quantile, mean = LeverFit(), LeverFit()
-    for i in range(40):
-        batch = 40.0 + i % 17
-        quantile, mean = quantile.update((batch,), 1.3 * tpot(batch)), mean.update((batch,), tpot(batch))
-    start = LawState(cap=64, quantile_fit=quantile, mean_fit=mean)
+    start = learnt_at_large_batches(tpot)
     carrying = min(c for c in range(1, 257) if service(c) >= 20.0 * 1.1)
     run = drive(FluidEngine(arrivals=20.0), config(0.006, 20.0), ticks=40, start_cap=64, start=start)
     probes = [(i, d) for i, (_, d) in enumerate(run) if d.reason == "probe"]
@@ -437,6 +434,25 @@ class StallingEngine(FluidEngine):
         self.intercept = self.base + self.per_slot * cap
         return super().tick(cap, now)
 
+    @classmethod
+    def at_cap(cls, cap: int) -> StallingEngine:
+        """An idle engine whose tokens are as slow as under `cap` (for its line and its service there)."""
+        engine = cls(arrivals=0.0)
+        engine.intercept = engine.base + engine.per_slot * cap
+        return engine
+
+
+def learnt_at_large_batches(tpot_at: Callable[[float], float]) -> LawState:
+    """Cap 64, both lines learnt at batches 40-56 only (the quantile line 1.3 x the mean)."""
+    quantile, mean = LeverFit(), LeverFit()
+    for i in range(40):
+        batch = 40.0 + i % 17
+        quantile, mean = (
+            quantile.update((batch,), 1.3 * tpot_at(batch)),
+            mean.update((batch,), tpot_at(batch)),
+        )
+    return LawState(cap=64, quantile_fit=quantile, mean_fit=mean)
+
 
 def test_a_probe_the_engine_carries_keeps_its_cap_and_the_next_one_goes_on_from_it() -> None:
     # Lines learnt at batches 40-56 under cap 64 carry that cap's stalls, so below them the floor reads the
@@ -445,21 +461,8 @@ def test_a_probe_the_engine_carries_keeps_its_cap_and_the_next_one_goes_on_from_
     # the arrivals there, with the floor's headroom, whatever the model says, so the cap stays and the next
     # probe leaves from it. Cap 20 does not carry them: its queue grows, so that probe comes back to 25, not
     # to the floor, and none follows.
-    stalled = StallingEngine(arrivals=0.0)
-    stalled.intercept = stalled.base + stalled.per_slot * 64
-    quantile, mean = LeverFit(), LeverFit()
-    for i in range(40):
-        batch = 40.0 + i % 17
-        quantile = quantile.update((batch,), 1.3 * stalled.tpot(batch))
-        mean = mean.update((batch,), stalled.tpot(batch))
-    start = LawState(cap=64, quantile_fit=quantile, mean_fit=mean)
-
-    def carries(cap: int) -> bool:
-        engine = StallingEngine(arrivals=0.0)
-        engine.intercept = engine.base + engine.per_slot * cap
-        return engine.service(cap) >= 16.0
-
-    carrying = min(c for c in range(1, 257) if carries(c))
+    start = learnt_at_large_batches(StallingEngine.at_cap(64).tpot)
+    carrying = min(c for c in range(1, 257) if StallingEngine.at_cap(c).service(c) >= 16.0)
     run = drive(StallingEngine(arrivals=16.0), config(0.006, 20.0), ticks=80, start_cap=64, start=start)
     trail = [(d.cap, d.reason) for _, d in run]
     probes = [d for _, d in run if d.reason == "probe"]
@@ -481,11 +484,7 @@ def test_a_probe_the_engine_carries_without_the_floors_headroom_comes_back() -> 
     # The linear engine at 19 req/s: the probe to 28 queues nothing, but its batch settles at 25.6, a tenth
     # short of the headroom the floor asks (1.1 x 25.6 > 28), and a rise of the load by a sixth would leave
     # its queue growing for minutes before the TTFT bound told. It comes back to the floor.
-    quantile, mean = LeverFit(), LeverFit()
-    for i in range(40):
-        batch = 40.0 + i % 17
-        quantile, mean = quantile.update((batch,), 1.3 * tpot(batch)), mean.update((batch,), tpot(batch))
-    start = LawState(cap=64, quantile_fit=quantile, mean_fit=mean)
+    start = learnt_at_large_batches(tpot)
     run = drive(FluidEngine(arrivals=19.0), config(0.006, 20.0), ticks=30, start_cap=64, start=start)
     trail = [(d.cap, d.reason, round(obs.running, 1)) for obs, d in run]
     probes = [d for _, d in run if d.reason == "probe"]
@@ -500,15 +499,8 @@ def test_a_raise_for_the_queue_ends_a_probe_under_way() -> None:
     # five seconds later. The queue behind cap 20 passes what a 6 s TTFT bound allows before the probe's
     # window ends: the queue's raise ends the probe there, and a later probe leaves from the cap the raises
     # reached, not from where the first one left (25, which no longer carries the load).
-    stalled = StallingEngine(arrivals=0.0)
-    stalled.intercept = stalled.base + stalled.per_slot * 64
-    quantile, mean = LeverFit(), LeverFit()
-    for i in range(40):
-        batch = 40.0 + i % 17
-        quantile = quantile.update((batch,), 1.3 * stalled.tpot(batch))
-        mean = mean.update((batch,), stalled.tpot(batch))
     state, engine, cfg = (
-        LawState(cap=64, quantile_fit=quantile, mean_fit=mean),
+        learnt_at_large_batches(StallingEngine.at_cap(64).tpot),
         StallingEngine(16.0),
         config(0.006, 6.0),
     )
