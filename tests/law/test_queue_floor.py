@@ -516,4 +516,4 @@ def test_a_raise_for_the_queue_ends_a_probe_under_way() -> None:
     assert probes[0] < probes[1] < relief, trail
     assert run[relief].state.probe_from is None and run[relief].state.probe_s is None, run[relief].state
     later = [run[i] for i in probes if i > relief]
-    assert all(d.state.probe_from == d.previous_cap for d in later), trail
+    assert later and all(d.state.probe_from == d.previous_cap for d in later), trail

@@ -561,7 +561,7 @@ def _probe(
         per_token is not None or obs.now_s - (state.probe_s or 0.0) >= cfg.window_s
     ):
         ended: dict[str, Any] = {"probe_from": None, "probe_s": None}
-        if per_token is None and _carried(obs, cfg, base, chosen.state.running_recent, state.cap):
+        if per_token is None and _carried(obs, cfg, base, model.batch, state.cap):
             # The engine carried the arrivals at the probed cap through its window, whatever the model's
             # floor says: the cap stays, and the next probe may go on from it.
             carried = f"the probe at cap {state.cap} carried the arrivals through its window; "
@@ -594,10 +594,10 @@ def _probe(
     return _decision(state, base, cap, "probe", detail, chosen.replica_wish, update), True
 
 
-def _carried(obs: Observation, cfg: LawConfig, base: Decision, busy: tuple[float, ...], cap: int) -> bool:
+def _carried(obs: Observation, cfg: LawConfig, base: Decision, busy: float, cap: int) -> bool:
     """The window just run at `cap` shows the engine carrying its arrivals with the floor's headroom: the
-    TTFT P99 within its bound, the queue's growth not counted (rule 9), and the window's busy slots (its mean
-    running batch, by Little's law the arrivals times the time a request holds a slot) at least
+    TTFT P99 within its bound, the queue's growth not counted (rule 9), and the window's busy slots (the queue
+    model's mean running batch, by Little's law the arrivals times the time a request holds a slot) at least
     RELIEF_HEADROOM under the cap, as the floor asks of the modelled service. Without the headroom, a
     probe whose batch settled at 25.6 under cap 28 was kept, and a load a sixth higher then grew its queue
     for three minutes before the TTFT bound told (tests/law/test_queue_floor.py)."""
@@ -607,8 +607,7 @@ def _carried(obs: Observation, cfg: LawConfig, base: Decision, busy: tuple[float
         and ttft is not None
         and ttft <= cfg.ttft_bound_s
         and base.state.growth_ticks < cfg.queue_growth_ticks
-        and bool(busy)
-        and RELIEF_HEADROOM * sum(busy) / len(busy) <= cap
+        and RELIEF_HEADROOM * busy <= cap
     )
 
 
