@@ -38,6 +38,7 @@ def drive(
         )
         out.append(LAWS[law](state, obs, cfg))
         state = out[-1].state
+        assert state.cap == out[-1].cap, out[-1]  # the cap decided is the cap the law holds next tick
     return out
 
 

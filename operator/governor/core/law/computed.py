@@ -199,7 +199,8 @@ def _per_token(
     if state.verdict is not None and plan.reason in ("unconfident", "at-min-cap") and base.cap < state.cap:
         return _standing(state, base, memory), plan  # nothing yet shows a cap that meets the target
     if plan.reason == "unconfident":
-        return _with(_from_use(cfg, base, recent), base.state.model_copy(update=memory)), plan
+        cut = _from_use(cfg, base, recent)
+        return _with(cut, cut.state.model_copy(update=memory)), plan
     if plan.cap is None:  # inert: the cap does not move the signal; cutting would only build a queue
         return _inert(state, obs, base, plan, memory, cfg, upper), plan
     if plan.reason == "infeasible":
@@ -217,10 +218,10 @@ def _from_use(cfg: LawConfig, base: Decision, recent: tuple[float, ...]) -> Deci
     later, from there. Measured on the twin matrix (served cells, four draws): mean 0.925 -> 0.939, 0.936 ->
     0.942, 0.930 -> 0.939, 0.934 -> 0.926; the 70B medium and loose prefill-heavy cells up on three draws of
     four (0.44 -> 0.77 and 0.83 -> 0.94 on draw 0), the 70B tight prefill-heavy ones (8-14 % served) down on
-    every draw. The miss's cut alone: +0.001, +0.003, +0.004, -0.006. Only over a whole window: a few ticks'
-    largest batch understates the load's (taken from the first readings, the means went 0.936 -> 0.902 and
-    0.930 -> 0.887 on draws 1 and 2; on the CPU tight 2x step a cut 32 -> 7 where the batch later reached
-    13, and a queue past the TTFT bound held it there for two minutes)."""
+    every draw. Only over a whole window: a few ticks' largest batch understates the load's (taken from the
+    first readings, the means went 0.936 -> 0.902 and 0.930 -> 0.887 on draws 1 and 2; on the CPU tight 2x
+    step a cut 32 -> 7 where the batch later reached 13, and a queue past the TTFT bound held it there for
+    two minutes)."""
     if base.reason not in ("slo-violation", "burst") or len(recent) < _window_ticks(cfg):
         return base
     in_use = clip(math.ceil(max(recent)), cfg)
