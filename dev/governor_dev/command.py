@@ -1,13 +1,14 @@
 """``governor demo``: the loop live on a real vLLM CPU engine, no cluster needed.
 
-    governor demo                 # real vLLM CPU runtime, tiny dummy Llama: about 4 minutes
-    governor demo --short         # the same in about a minute and a half (the test runs this)
+    governor demo                 # real vLLM CPU runtime, tiny dummy Llama: about 6 minutes
+    governor demo --short         # the same in about two minutes (the test runs this)
     governor demo --twin          # the calibrated twin behind the same HTTP surface, no vLLM start
 
 It starts the engine (the governor runtime with the cap at its ceiling, as vLLM runs by default), probes
 light-load latency to pick an SLO this machine can meet only at a moderate cap (or takes ``--slo``), then
-runs the phased load twice: static default cap, then governed by the law in standalone mode. It prints the
-summary and writes ``demo.png`` and ``summary.json`` under ``--out``. Ctrl-C stops every child process.
+runs the phased load three times: static default cap, governed by the law in standalone mode, and static
+again (the static side is the mean of the two, governor_dev.demo). It prints the summary and writes
+``demo.png`` and ``summary.json`` under ``--out``. Ctrl-C stops every child process.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from governor_dev.demo import (
     PassResult,
     Tick,
     auto_slo,
+    bracket,
     default_plan,
     held_throughout,
     host_drift,
@@ -47,7 +49,7 @@ from governor_dev.demo import (
     phase_bounds,
     score,
 )
-from governor_dev.demoview import drift_line, live_view, plot, summary_table
+from governor_dev.demoview import drift_line, live_view, passes_line, plot, summary_table
 from governor_dev.loadgen import run_phases
 from governor_dev.ports import port_free
 
@@ -55,7 +57,9 @@ HELP = "show the loop live: a real vLLM CPU engine, static vs governed cap on th
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--short", action="store_true", help="quarter-length phases (about 90 s in all)")
+    parser.add_argument(
+        "--short", action="store_true", help="quarter-length phases (about two minutes in all)"
+    )
     parser.add_argument("--twin", action="store_true", help="run on the calibrated twin instead of vLLM")
     parser.add_argument("--slo", type=duration, help="TPOT P99 target, e.g. 4ms (default: from a probe)")
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="where demo.png goes")
@@ -114,12 +118,23 @@ def _engine(args: argparse.Namespace, ceiling: int) -> Iterator[Target]:
         raise SystemExit(f"governor demo: the vLLM engine failed to start: {exc}") from None
 
 
+# The passes, in order: (label, governed, content seed offset). Every pass sends the same arrivals and
+# lengths, never the same prompts (the prefix cache would serve a repeat).
+PASSES = (("static before", False, 3), ("governed", True, 2), ("static after", False, 4))
+
+
 async def _run_pass(
-    target: Target, plan: DemoPlan, slo_s: float, adaptive: bool, args: argparse.Namespace, console: Console
+    target: Target,
+    plan: DemoPlan,
+    slo_s: float,
+    spec: tuple[str, bool, int],
+    args: argparse.Namespace,
+    console: Console,
 ) -> PassResult:
+    label, adaptive, content_offset = spec
     pod = PodTarget(name="engine", base_url=target.base_url, token=target.token)
     actuator = Actuator()
-    await actuator.ensure([pod], plan.ceiling, force=True)  # both passes start at the static default
+    await actuator.ensure([pod], plan.ceiling, force=True)  # every pass starts at the static default
     cfg = LawConfig(
         slo_target_s=slo_s,
         latency_kind=LatencyKind.TPOT,
@@ -141,14 +156,14 @@ async def _run_pass(
         static_cap=None if adaptive else plan.ceiling,  # static: the same step holds the ceiling and watches
         law=LAWS[args.law],
     )
-    result = PassResult("governed" if adaptive else "static", adaptive)
+    result = PassResult(label, adaptive)
     load = asyncio.create_task(
-        run_phases(  # the same arrivals and lengths in both passes, never the same prompts (prefix cache)
+        run_phases(
             target.base_url,
             target.model,
             plan.phases,
             seed=args.seed,
-            content_seed=args.seed + (2 if adaptive else 3),
+            content_seed=args.seed + content_offset,
             on_record=result.records.append,
         )
     )
@@ -217,19 +232,22 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
         f"SLO: TPOT P99 ≤ {slo_s * 1000:.2f} ms; ceiling {plan.ceiling}; "
         f"phases: {', '.join(p.name for p in plan.phases)}"
     )
-    passes: list[PassResult] = []
-    for adaptive in (False, True):
-        passes.append(await _run_pass(target, plan, slo_s, adaptive, args, console))
+    passes = [await _run_pass(target, plan, slo_s, spec, args, console) for spec in PASSES]
     spans = [*phase_bounds(plan), ("all", 0.0, plan.duration_s)]
     scores = {
         p.label: {name: score(p.records, slo_s, a, b, plan.score_window_s) for name, a, b in spans}
         for p in passes
     }
-    console.print(summary_table(plan, scores, slo_s))
+    before, governed, after = (scores[label] for label, _, _ in PASSES)
+    compared = {"static": {span: bracket(before[span], after[span]) for span in before}, "governed": governed}
+    console.print(summary_table(plan, compared, slo_s))
+    console.print(passes_line(before["all"], after["all"]))
     control = plan.phases[0].name
-    controlled = all(held_throughout(p, control, plan.ceiling) for p in passes)
-    drift = host_drift(scores["static"][control], scores["governed"][control]) if controlled else None
-    console.print(drift_line(control, drift, held=controlled))
+    controlled = all(held_throughout(p, control, plan.ceiling) for p in passes[:2])
+    drift = host_drift(before[control], governed[control]) if controlled else None
+    static_drift = host_drift(before["all"], after["all"])
+    console.print(drift_line("whole run", static_drift, compared=("the first static pass", "the last")))
+    console.print(drift_line(f"{control} phase", drift, held=controlled))
     args.out.mkdir(parents=True, exist_ok=True)
     plot(plan, passes, slo_s, args.out / "demo.png")
     summary = {
@@ -237,9 +255,21 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
         "law": args.law,
         "slo_tpot_p99_s": slo_s,
         "ceiling": plan.ceiling,
-        "host_drift": {"control": control, "cap_held": controlled, "ratio": drift, "bound": DRIFT_BOUND},
+        "host_drift": {
+            "control": control,
+            "cap_held": controlled,
+            "ratio": drift,
+            "static_passes": static_drift,
+            "bound": DRIFT_BOUND,
+        },
+        # "static" is the comparison's side: the mean of the passes before ("static before") and after.
         "scores": {
-            label: {span: asdict(s) for span, s in by_span.items()} for label, by_span in scores.items()
+            label: {span: asdict(s) for span, s in by_span.items()}
+            for label, by_span in {
+                **compared,
+                "static before": before,
+                "static after": after,
+            }.items()
         },
         "decisions": [asdict(t) for t in passes[1].decisions()],
         "caps": {p.label: [t.cap for t in p.ticks] for p in passes},

@@ -77,16 +77,22 @@ def summary_table(plan: DemoPlan, scores: dict[str, dict[str, Score]], slo_s: fl
     return table
 
 
-def drift_line(control: str, drift: float | None, held: bool = True) -> str:
-    """What the control phase says about the machine between the passes (governor_dev.demo.host_drift);
+def drift_line(
+    control: str,
+    drift: float | None,
+    held: bool = True,
+    compared: tuple[str, str] = ("the first static pass", "the governed pass"),
+) -> str:
+    """What a control span says about the machine between two passes (governor_dev.demo.host_drift);
     `held`: both passes held the ceiling through it (otherwise it is no control)."""
     if not held:
-        return f"host check: none, the cap moved in the {control} phase, so it is no control for the machine"
+        return f"host check: none, the cap moved in the {control}, so it is no control for the machine"
     if drift is None:
-        return f"host check: the {control} phase finished too little to compare the passes' machine speed"
+        return f"host check: the {control} finished too little to compare the passes' machine speed"
+    earlier, later = compared
     said = (
-        f"host check: the {control} phase (same load, same cap) ran at ×{drift:.2f} the static pass's median "
-        "TPOT in the governed pass"
+        f"host check: the {control} (same load, same cap) ran at ×{drift:.2f} {earlier}'s median TPOT in "
+        f"{later}"
     )
     if 1 / DRIFT_BOUND <= drift <= DRIFT_BOUND:
         return said
@@ -96,8 +102,17 @@ def drift_line(control: str, drift: float | None, held: bool = True) -> str:
     )
 
 
+def passes_line(before: Score, after: Score) -> str:
+    """The two static passes side by side: the spread the static side's mean stands for."""
+    return (
+        f"static side: the mean of the passes before and after the governed one (SLO windows "
+        f"{before.attainment:.0%} and {after.attainment:.0%}, goodput {before.goodput_tok_s:,.0f} and "
+        f"{after.goodput_tok_s:,.0f} tok/s)"
+    )
+
+
 def plot(plan: DemoPlan, passes: list[PassResult], slo_s: float, path: Path) -> None:
-    """P99 vs SLO (top) and the cap (bottom) over time, both passes, phases shaded."""
+    """P99 vs SLO (top) and the cap (bottom) over time, every pass, phases shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -105,17 +120,26 @@ def plot(plan: DemoPlan, passes: list[PassResult], slo_s: float, path: Path) -> 
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
     colors = {False: "tab:gray", True: "tab:blue"}
+    statics = 0
     for result in passes:
         ticks: list[Tick] = result.ticks
         t = [x.t for x in ticks]
+        style = "-" if result.adaptive or statics == 0 else ":"  # the static pass after: dotted
+        statics += not result.adaptive
         top.plot(
             t,
             [x.p99_s * 1000 if x.p99_s is not None else float("nan") for x in ticks],
             color=colors[result.adaptive],
+            linestyle=style,
             label=f"{result.label}: TPOT P99",
         )
         bottom.step(
-            t, [x.cap for x in ticks], where="post", color=colors[result.adaptive], label=result.label
+            t,
+            [x.cap for x in ticks],
+            where="post",
+            color=colors[result.adaptive],
+            linestyle=style,
+            label=result.label,
         )
     top.axhline(slo_s * 1000, color="tab:red", linestyle="--", label="SLO")
     for i, (name, start, end) in enumerate(phase_bounds(plan)):

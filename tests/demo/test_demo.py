@@ -27,8 +27,9 @@ def test_short_demo_moves_the_cap_and_leaves_a_picture(
     png = tmp_path / "demo.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     summary = json.loads((tmp_path / "summary.json").read_text())
-    static, governed = summary["caps"]["static"], summary["caps"]["governed"]
-    assert set(static) == {engine.ceiling}, "the static pass must hold the ceiling"
+    governed = summary["caps"]["governed"]
+    for label in ("static before", "static after"):
+        assert set(summary["caps"][label]) == {engine.ceiling}, f"the {label} pass must hold the ceiling"
     assert min(governed) < engine.ceiling, "the governed pass must have lowered the cap inside the engine"
     assert summary["decisions"], "every cap change is a recorded decision with a reason"
     assert all(d["reason"] and d["detail"] for d in summary["decisions"])
@@ -39,6 +40,11 @@ def test_short_demo_moves_the_cap_and_leaves_a_picture(
     # The SLO here (0.5 ms) is below any CPU engine's light-load latency: the law may cut in the light phase,
     # and then that phase is no control and no ratio is claimed.
     assert drift["ratio"] > 0 if drift["cap_held"] else drift["ratio"] is None
-    for label in ("static", "governed"):
+    assert drift["static_passes"] > 0, "both static passes hold the ceiling: the whole run is a control"
+    for label in ("static before", "governed", "static after"):
         whole = summary["scores"][label]["all"]
         assert whole["requests"] > 0 and whole["failed"] == 0, "no request may fail while the cap moves"
+    before, after, static = (
+        summary["scores"][label]["all"] for label in ("static before", "static after", "static")
+    )
+    assert static["goodput_tok_s"] == pytest.approx((before["goodput_tok_s"] + after["goodput_tok_s"]) / 2)

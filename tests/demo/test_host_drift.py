@@ -1,10 +1,11 @@
-"""The demo's passes run one after the other: the first phase, same load and same cap in both, says whether
-the machine kept its speed between them, and the demo says so when it did not."""
+"""The demo's passes run one after the other: a span run at the same load and the same cap in two passes (the
+first phase; the whole of both static passes) says whether the machine kept its speed between them, and the
+demo says so when it did not. The static side is the mean of the passes before and after the governed one."""
 
 from __future__ import annotations
 
 import pytest
-from governor_dev.demo import DRIFT_BOUND, PassResult, Tick, held_throughout, host_drift, score
+from governor_dev.demo import DRIFT_BOUND, PassResult, Tick, bracket, held_throughout, host_drift, score
 from governor_dev.demoview import drift_line
 from governor_dev.loadgen import RequestRecord
 
@@ -29,13 +30,31 @@ def test_the_median_of_the_control_phase_gives_the_machines_drift() -> None:
 
 
 def test_a_drift_past_the_bound_is_named_and_one_within_it_is_not() -> None:
-    within = drift_line("light", DRIFT_BOUND * 0.99)
-    beyond = drift_line("light", DRIFT_BOUND * 1.5)
-    faster = drift_line("light", 1 / (DRIFT_BOUND * 1.5))
+    within = drift_line("light phase", DRIFT_BOUND * 0.99)
+    beyond = drift_line("light phase", DRIFT_BOUND * 1.5)
+    faster = drift_line("light phase", 1 / (DRIFT_BOUND * 1.5))
     assert "measures the machine" not in within and "×1.19" in within
     assert "measures the machine as much as the law" in beyond and "×1.80" in beyond
     assert "measures the machine as much as the law" in faster
-    assert "too little" in drift_line("light", None)
+    assert "too little" in drift_line("light phase", None)
+
+
+def test_the_static_side_is_the_mean_of_the_passes_around_the_governed_one() -> None:
+    # A machine that slows steadily: the static pass before at 4 ms per token, after at 6 ms. Against a
+    # governed pass at 5 ms (the machine's speed halfway through), the mean of the two static passes is the
+    # fair side; either alone is not.
+    slo = 0.0055
+    before, after = (score(light_phase(t), slo, 0.0, 20.0, 2.5) for t in (0.004, 0.006))
+    static = bracket(before, after)
+    assert static.goodput_tok_s == pytest.approx((before.goodput_tok_s + after.goodput_tok_s) / 2)
+    assert before.goodput_tok_s > 0 and after.goodput_tok_s == 0.0
+    assert static.attainment == pytest.approx((before.attainment + after.attainment) / 2)
+    assert static.median_s == pytest.approx(0.005)
+    assert static.requests == before.requests + after.requests and static.failed == 0
+    assert host_drift(before, after) == pytest.approx(1.5)
+    line = drift_line("whole run", host_drift(before, after), compared=("the first static pass", "the last"))
+    assert "×1.50 the first static pass's median TPOT in the last" in line
+    assert "measures the machine as much as the law" in line
 
 
 def test_a_phase_in_which_the_cap_moved_is_no_control() -> None:
@@ -43,7 +62,7 @@ def test_a_phase_in_which_the_cap_moved_is_no_control() -> None:
     kept = PassResult("static", False, ticks=[tick(0.5, 64), tick(1.5, 64), tick(6.0, 64, "heavy")])
     assert held_throughout(kept, "light", 64) and not held_throughout(moved, "light", 64)
     assert not held_throughout(kept, "probe", 64), "a phase with no tick is no control"
-    assert "no control" in drift_line("light", None, held=False)
+    assert "no control" in drift_line("light phase", None, held=False)
 
 
 def tick(t: float, cap: int, phase: str = "light") -> Tick:
