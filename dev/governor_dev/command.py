@@ -1,7 +1,7 @@
 """``governor demo``: the loop live on a real vLLM CPU engine, no cluster needed.
 
-    governor demo                 # real vLLM CPU runtime, tiny dummy Llama: about 6 minutes
-    governor demo --short         # the same in about two minutes (the test runs this)
+    governor demo                 # real vLLM CPU runtime, tiny dummy Llama: about 7 minutes
+    governor demo --short         # the same in about three minutes (the test runs this)
     governor demo --twin          # the calibrated twin behind the same HTTP surface, no vLLM start
 
 It starts the engine (the governor runtime with the cap at its ceiling, as vLLM runs by default), probes
@@ -58,7 +58,7 @@ HELP = "show the loop live: a real vLLM CPU engine, static vs governed cap on th
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--short", action="store_true", help="quarter-length phases (about two minutes in all)"
+        "--short", action="store_true", help="quarter-length phases (about three minutes in all)"
     )
     parser.add_argument("--twin", action="store_true", help="run on the calibrated twin instead of vLLM")
     parser.add_argument("--slo", type=duration, help="TPOT P99 target, e.g. 4ms (default: from a probe)")
