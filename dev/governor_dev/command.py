@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from governor.adapters.engine import Actuator, PodTarget
 from governor.adapters.scrape import DirectScraper
@@ -45,11 +46,12 @@ from governor_dev.demo import (
     default_plan,
     held_throughout,
     host_drift,
+    meets_check,
     phase_at,
     phase_bounds,
     score,
 )
-from governor_dev.demoview import drift_line, live_view, passes_line, plot, summary_table
+from governor_dev.demoview import drift_line, live_view, passes_line, plot, summary_table, verdict_line
 from governor_dev.loadgen import run_phases
 from governor_dev.ports import port_free
 
@@ -118,16 +120,26 @@ def _engine(args: argparse.Namespace, ceiling: int) -> Iterator[Target]:
         raise SystemExit(f"governor demo: the vLLM engine failed to start: {exc}") from None
 
 
-# The passes, in order: (label, governed, content seed offset). Every pass sends the same arrivals and
-# lengths, never the same prompts (the prefix cache would serve a repeat).
-PASSES = (("static before", False, 3), ("governed", True, 2), ("static after", False, 4))
+class PassSpec(NamedTuple):
+    label: str
+    adaptive: bool  # governed by the law; else the ceiling held
+    content_offset: (
+        int  # every pass sends the same arrivals and lengths, never the same prompts (prefix cache)
+    )
+
+
+PASSES = (
+    PassSpec("static before", False, 3),
+    PassSpec("governed", True, 2),
+    PassSpec("static after", False, 4),
+)
 
 
 async def _run_pass(
     target: Target,
     plan: DemoPlan,
     slo_s: float,
-    spec: tuple[str, bool, int],
+    spec: PassSpec,
     args: argparse.Namespace,
     console: Console,
 ) -> PassResult:
@@ -238,10 +250,11 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
         p.label: {name: score(p.records, slo_s, a, b, plan.score_window_s) for name, a, b in spans}
         for p in passes
     }
-    before, governed, after = (scores[label] for label, _, _ in PASSES)
+    before, governed, after = (scores[spec.label] for spec in PASSES)
     compared = {"static": {span: bracket(before[span], after[span]) for span in before}, "governed": governed}
     console.print(summary_table(plan, compared, slo_s))
     console.print(passes_line(before["all"], after["all"]))
+    console.print(verdict_line(compared["static"]["all"], governed["all"]))
     control = plan.phases[0].name
     controlled = all(held_throughout(p, control, plan.ceiling) for p in passes[:2])
     drift = host_drift(before[control], governed[control]) if controlled else None
@@ -271,6 +284,7 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
                 "static after": after,
             }.items()
         },
+        "meets_check": meets_check(compared["static"]["all"], governed["all"]),
         "decisions": [asdict(t) for t in passes[1].decisions()],
         "caps": {p.label: [t.cap for t in p.ticks] for p in passes},
     }

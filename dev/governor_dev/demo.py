@@ -150,6 +150,11 @@ def bracket(before: Score, after: Score) -> Score:
     )
 
 
+def meets_check(static: Score, governed: Score) -> bool:
+    """The issue's check for one run: governed at least the static side on SLO windows and on goodput."""
+    return governed.attainment >= static.attainment and governed.goodput_tok_s >= static.goodput_tok_s
+
+
 def host_drift(earlier: Score, later: Score) -> float | None:
     """The later pass's median per-request TPOT over the earlier one's, in a span both ran at the same cap
     and load: 1 when the machine kept its speed; None when either is unknown."""

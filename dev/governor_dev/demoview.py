@@ -10,7 +10,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from governor_dev.demo import DRIFT_BOUND, DemoPlan, PassResult, Score, Tick, phase_bounds
+from governor_dev.demo import DRIFT_BOUND, DemoPlan, PassResult, Score, Tick, meets_check, phase_bounds
 
 
 def _ms(seconds: float | None) -> str:
@@ -51,7 +51,9 @@ def _num(value: float | None) -> str:
 
 def summary_table(plan: DemoPlan, scores: dict[str, dict[str, Score]], slo_s: float) -> Table:
     """Rows: each phase and the whole run; columns: static vs governed attainment and goodput."""
-    table = Table(title=f"TPOT P99 SLO {_ms(slo_s)}: static default cap {plan.ceiling} vs governed")
+    table = Table(
+        title=f"TPOT P99 SLO {_ms(slo_s)}: static default cap {plan.ceiling} (mean of two passes) vs governed"
+    )
     for col in (
         "span",
         "SLO windows static",
@@ -109,6 +111,18 @@ def passes_line(before: Score, after: Score) -> str:
         f"{before.attainment:.0%} and {after.attainment:.0%}, goodput {before.goodput_tok_s:,.0f} and "
         f"{after.goodput_tok_s:,.0f} tok/s)"
     )
+
+
+def verdict_line(static: Score, governed: Score) -> str:
+    """The run's verdict on the check: governed at least static on SLO windows and on goodput."""
+    said = (
+        f"SLO windows {static.attainment:.0%} static, {governed.attainment:.0%} governed; goodput "
+        f"×{governed.goodput_tok_s / static.goodput_tok_s:.2f}"
+        if static.goodput_tok_s > 0
+        else f"SLO windows {static.attainment:.0%} static, {governed.attainment:.0%} governed"
+    )
+    verdict = "meets" if meets_check(static, governed) else "does not meet"
+    return f"verdict: {said}: this run {verdict} the check (governed ≥ static on both)"
 
 
 def plot(plan: DemoPlan, passes: list[PassResult], slo_s: float, path: Path) -> None:

@@ -48,3 +48,8 @@ def test_short_demo_moves_the_cap_and_leaves_a_picture(
         summary["scores"][label]["all"] for label in ("static before", "static after", "static")
     )
     assert static["goodput_tok_s"] == pytest.approx((before["goodput_tok_s"] + after["goodput_tok_s"]) / 2)
+    governed_all = summary["scores"]["governed"]["all"]
+    assert summary["meets_check"] == (
+        governed_all["attainment"] >= static["attainment"]
+        and governed_all["goodput_tok_s"] >= static["goodput_tok_s"]
+    )

@@ -5,8 +5,17 @@ demo says so when it did not. The static side is the mean of the passes before a
 from __future__ import annotations
 
 import pytest
-from governor_dev.demo import DRIFT_BOUND, PassResult, Tick, bracket, held_throughout, host_drift, score
-from governor_dev.demoview import drift_line
+from governor_dev.demo import (
+    DRIFT_BOUND,
+    PassResult,
+    Tick,
+    bracket,
+    held_throughout,
+    host_drift,
+    meets_check,
+    score,
+)
+from governor_dev.demoview import drift_line, verdict_line
 from governor_dev.loadgen import RequestRecord
 
 
@@ -55,6 +64,16 @@ def test_the_static_side_is_the_mean_of_the_passes_around_the_governed_one() -> 
     line = drift_line("whole run", host_drift(before, after), compared=("the first static pass", "the last"))
     assert "×1.50 the first static pass's median TPOT in the last" in line
     assert "measures the machine as much as the law" in line
+
+
+def test_the_verdict_asks_both_windows_and_goodput_at_least_static() -> None:
+    fast, slow = (score(light_phase(t), 0.0055, 0.0, 20.0, 2.5) for t in (0.004, 0.006))
+    assert meets_check(slow, fast) and meets_check(fast, fast) and not meets_check(fast, slow)
+    assert "this run meets the check" in verdict_line(slow, fast)
+    assert "this run does not meet the check" in verdict_line(fast, slow)
+    assert "×0.00" in verdict_line(fast, slow)
+    # A static side with no goodput at all: no ratio, and the check still judged on both.
+    assert "×" not in verdict_line(slow, slow) and "meets the check" in verdict_line(slow, slow)
 
 
 def test_a_phase_in_which_the_cap_moved_is_no_control() -> None:
