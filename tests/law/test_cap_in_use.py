@@ -21,12 +21,13 @@ def drive(
     start_cap: int = 256,
     miss: float = 2.0,
     rate: Callable[[int], float] = lambda i: 4.0,
+    batches: Callable[[int], float] = lambda i: BATCHES[i % len(BATCHES)],
 ) -> list[Decision]:
-    """The P99 at `miss` x the target; `rate(tick)` requests per second arrive."""
+    """The P99 at `miss` x the target; `rate(tick)` requests per second arrive, `batches(tick)` run."""
     rng = random.Random(11)
     state, out = LawState(cap=start_cap), []
     for i in range(ticks):
-        batch = min(float(state.cap), BATCHES[i % len(BATCHES)])
+        batch = min(float(state.cap), batches(i))
         p99 = miss * cfg.slo_target_s * rng.uniform(0.97, 1.03)
         obs = Observation(
             now_s=(i + 1) * TICK,
@@ -79,3 +80,22 @@ def test_the_bursts_pre_emptive_cut_goes_to_the_batch_in_use_too() -> None:
     burst = [d for d in levers if d.reason == "burst"]
     assert burst and burst[0].previous_cap == 256, [(d.reason, d.cap) for d in levers]
     assert burst[0].cap <= max(BATCHES), (burst[0].cap, burst[0].detail)
+
+
+def test_a_miss_at_one_sequence_at_a_time_is_held_where_the_table_walks_the_cap_down() -> None:
+    """A light load runs one sequence at a time and still misses (a slow host): no cap makes that batch
+    smaller, so after the table's first cut (not yet a window) the cap holds and asks no replica, where the
+    rule table walks it to the floor. The hold is for such windows only: once the batch grows, the law's
+    other answers (here the queue floor and the lever's verdict) take over."""
+    light = 10
+    batch = lambda i: 1.0 if i < light else 8.0  # noqa: E731
+    levers = drive("levers", CFG, ticks=light + 6, rate=lambda i: 0.5, batches=batch)
+    assert cuts(levers[:light]) == [(256, 128)], cuts(levers)
+    held = [d for d in levers[:light] if d.reason == "held-one-at-a-time"]
+    assert len(held) >= light - 4, [(d.reason, d.cap) for d in levers]
+    assert all(d.cap == 128 and d.replica_wish != 1 for d in held)
+    assert "no cap lowers that" in held[0].detail, held[0].detail
+    grown = levers[light + 3 :]  # a whole window of the larger batch
+    assert all(d.reason != "held-one-at-a-time" for d in grown), [d.reason for d in grown]
+    rules = drive("rules", CFG, ticks=light, rate=lambda i: 0.5, batches=batch)
+    assert rules[-1].cap <= 16, cuts(rules)

@@ -7,7 +7,9 @@ H200 the TPOT P99 is one line in the running batch). The rule table still decide
 smoothing, band, cooldowns, queue-growth guard and replica hand-off). Once the fits are confident they decide
 *how far* and *whether the lever works*: a cut for a miss goes in one move to the per-token cap (the largest
 cap whose predicted P99, on the upper confidence side, is under `plan_margin` x the target) instead of a chain
-of x0.8 steps, and a raise goes up to it and never past it. If the cap does not move the signal (a line flat
+of x0.8 steps, and a raise goes up to it and never past it (before they are, a cut goes at least to the
+window's largest batch, and a miss in a window that never ran more than the smallest cap's batch is held: no
+cap makes that batch smaller). If the cap does not move the signal (a line flat
 across the batches seen), the law stops cutting and asks for replicas; if the line rises with the batch and
 one sequence alone is above the target, no cap and no replica helps, and it keeps throughput and says the SLO
 is infeasible; a verdict stands (no cut) while the fits re-learn, until a confident fit finds a cap that meets
@@ -199,6 +201,8 @@ def _per_token(
     if state.verdict is not None and plan.reason in ("unconfident", "at-min-cap") and base.cap < state.cap:
         return _standing(state, base, memory), plan  # nothing yet shows a cap that meets the target
     if plan.reason == "unconfident":
+        if _one_at_a_time(cfg, base, recent) and base.cap < state.cap:
+            return _unanswerable(state, base, memory), plan
         cut = _from_use(cfg, base, recent)
         return _with(cut, cut.state.model_copy(update=memory)), plan
     if plan.cap is None:  # inert: the cap does not move the signal; cutting would only build a queue
@@ -229,6 +233,26 @@ def _from_use(cfg: LawConfig, base: Decision, recent: tuple[float, ...]) -> Deci
         return base
     detail = f"{base.detail}; from the window's largest batch ({in_use}): the cap above it bound nothing"
     return replace(base, cap=in_use, detail=detail, state=base.state.model_copy(update={"cap": in_use}))
+
+
+def _one_at_a_time(cfg: LawConfig, base: Decision, recent: tuple[float, ...]) -> bool:
+    """A miss in a whole window that never ran more than the smallest cap's batch: no cap makes a batch
+    smaller, so no cut answers it (a slow host, a prefill beside the one sequence, a target below what one
+    sequence gets)."""
+    if base.reason != "slo-violation" or len(recent) < _window_ticks(cfg):
+        return False
+    return math.ceil(max(recent)) <= cfg.min_cap
+
+
+def _unanswerable(state: LawState, base: Decision, memory: dict[str, Any]) -> Decision:
+    """Hold the cap for a miss no cap answers (_one_at_a_time). Cut to the window's batch instead
+    (_from_use), the demo's light phase took the cap 51 -> 1 at one sequence at a time, and the heavy phase
+    then came back one step a tick, queueing behind a cap that bought no latency (TPOT the same as static
+    64's). No replica: a replica does not make one sequence faster either; the fits go on learning, and a
+    confident line that puts one sequence above the target gives the infeasible verdict."""
+    detail = f"{base.detail}; held: no batch in the window was above the smallest cap, and no cap lowers that"
+    wish: Literal[-1, 0, 1] = 0 if base.replica_wish == 1 else base.replica_wish
+    return _decision(state, base, state.cap, "held-one-at-a-time", detail, wish, dict(memory))
 
 
 def _standing(state: LawState, base: Decision, memory: dict[str, Any]) -> Decision:
