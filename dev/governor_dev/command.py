@@ -21,6 +21,7 @@ import os
 import secrets
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -286,6 +287,8 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
         },
         "meets_check": meets_check(compared["static"]["all"], governed["all"]),
         "decisions": [asdict(t) for t in passes[1].decisions()],
+        # Every tick's reason, counted: the law's holds (a cut it refused) move no cap and show only here.
+        "reasons": dict(Counter(t.reason for t in passes[1].ticks)),
         "caps": {p.label: [t.cap for t in p.ticks] for p in passes},
     }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -33,6 +33,9 @@ def test_short_demo_moves_the_cap_and_leaves_a_picture(
     assert min(governed) < engine.ceiling, "the governed pass must have lowered the cap inside the engine"
     assert summary["decisions"], "every cap change is a recorded decision with a reason"
     assert all(d["reason"] and d["detail"] for d in summary["decisions"])
+    reasons = summary["reasons"]  # every tick of the governed pass, counted by its reason
+    assert sum(reasons.values()) == len(governed), reasons
+    assert {d["reason"] for d in summary["decisions"]} <= set(reasons), reasons
     # The levers law (the default) says what its models saw at some decision.
     assert any(d["model"] for d in summary["decisions"]), summary["decisions"]
     drift = summary["host_drift"]
