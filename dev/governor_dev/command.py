@@ -122,11 +122,12 @@ def _engine(args: argparse.Namespace, ceiling: int) -> Iterator[Target]:
 
 
 class PassSpec(NamedTuple):
+    """One pass of the demo. Every pass sends the same arrivals and lengths, never the same prompts (the
+    prefix cache would serve a repeat): `content_offset` seeds their text."""
+
     label: str
     adaptive: bool  # governed by the law; else the ceiling held
-    content_offset: (
-        int  # every pass sends the same arrivals and lengths, never the same prompts (prefix cache)
-    )
+    content_offset: int
 
 
 PASSES = (
