@@ -7,31 +7,31 @@ H200 the TPOT P99 is one line in the running batch). The rule table still decide
 smoothing, band, cooldowns, queue-growth guard and replica hand-off). Once the fits are confident they decide
 *how far* and *whether the lever works*: a cut for a miss goes in one move to the per-token cap (the largest
 cap whose predicted P99, on the upper confidence side, is under `plan_margin` x the target) instead of a chain
-of x0.8 steps, and a raise goes up to it and never past it (before they are, a cut goes at least to the
-window's largest batch, and a miss in a window that never ran more than the smallest cap's batch is held: no
-cap makes that batch smaller). If the cap does not move the signal (a line flat
-across the batches seen), the law stops cutting and asks for replicas; if the line rises with the batch and
-one sequence alone is above the target, no cap and no replica helps, and it keeps throughput and says the SLO
-is infeasible; a verdict stands (no cut) while the fits re-learn, until a confident fit finds a cap that meets
-the target. Then the queue has its say, because goodput counts requests meeting both bounds, with the
-per-token bound first where a cap is known to meet it: no cut goes below the smallest cap whose service (c /
-(prefill + out x tpot(c)) from the mean line, levelled by the measured hold per request) carries the arrivals
-and whose backlog, a window ahead, waits within the TTFT bound (below it the queue grows until every TTFT is a
-miss), unless the per-token cap lies below and its own backlog still waits within the bound (a burst the bound
-absorbs). Where it would not, no cap meets both bounds, and a request that misses either counts for nothing:
-the floor is the cap between the two that keeps the most requests within both over the next window (its
-service while the queue's wait stays within the TTFT bound, times the share of requests whose own tokens meet
-the target there); above the per-token cap the per-token bound is given up, at it the TTFT bound. When the
-backlog would hold requests past their TTFT bound behind a binding cap, the cap goes up a step at a time
-within the per-token cap (and the trust region), or, with no such cap known and the per-token bound already
-missed (or held, on a queue without end at the cap: it grows, and the cap serves less than arrives), one step
-per episode, or one move to the smallest cap that carries the arrivals (the limit where none does) while the
-queue measurably grows (or, the per-token bound missed, stands where the cap's modelled service falls short of
-the arrivals: then within the trust region), no further than that goodput goes, asking for replicas. A backlog
-the TTFT bound absorbs (a burst that ends) is left to queue. Where the per-token fit needs its line measured
-at smaller batches before it can give a verdict, a cut may probe one step below the floor for a window while
-the backlog there waits within the TTFT bound, and comes back unless a confident fit then names a cap (one
-probe until one does). Last, for an inter-token SLO, the token budget
+of x0.8 steps, and a raise goes up to it and never past it (before they are, a cut goes at least to the batch
+in use, the window's largest or the arrivals' by Little's law, and a miss in a window that never ran more than
+the smallest cap's batch is held: no cap makes that batch smaller). If the cap does not move the signal (a
+line flat across the batches seen), the law stops cutting and asks for replicas; if the line rises with the
+batch and one sequence alone is above the target, no cap and no replica helps, and it keeps throughput and
+says the SLO is infeasible; a verdict stands (no cut) while the fits re-learn, until a confident fit finds a
+cap that meets the target. Then the queue has its say, because goodput counts requests meeting both bounds,
+with the per-token bound first where a cap is known to meet it: no cut goes below the smallest cap whose
+service (c / (prefill + out x tpot(c)) from the mean line, levelled by the measured hold per request) carries
+the arrivals and whose backlog, a window ahead, waits within the TTFT bound (below it the queue grows until
+every TTFT is a miss), unless the per-token cap lies below and its own backlog still waits within the bound (a
+burst the bound absorbs). Where it would not, no cap meets both bounds, and a request that misses either
+counts for nothing: the floor is the cap between the two that keeps the most requests within both over the
+next window (its service while the queue's wait stays within the TTFT bound, times the share of requests whose
+own tokens meet the target there); above the per-token cap the per-token bound is given up, at it the TTFT
+bound. When the backlog would hold requests past their TTFT bound behind a binding cap, the cap goes up a step
+at a time within the per-token cap (and the trust region), or, with no such cap known and the per-token bound
+already missed (or held, on a queue without end at the cap: it grows, and the cap serves less than arrives),
+one step per episode, or one move to the smallest cap that carries the arrivals (the limit where none does)
+while the queue measurably grows (or, the per-token bound missed, stands where the cap's modelled service
+falls short of the arrivals: then within the trust region), no further than that goodput goes, asking for
+replicas. A backlog the TTFT bound absorbs (a burst that ends) is left to queue. Where the per-token fit needs
+its line measured at smaller batches before it can give a verdict, a cut may probe one step below the floor
+for a window while the backlog there waits within the TTFT bound, and comes back unless a confident fit then
+names a cap (one probe until one does). Last, for an inter-token SLO, the token budget
 (governor.core.law.budget): while it can still go down it answers the miss first and the cap's cuts wait.
 
 Every raise stays within the evidence (a trust region): the model's raise goes at most to TRUST x the largest
@@ -203,7 +203,7 @@ def _per_token(
     if plan.reason == "unconfident":
         if _one_at_a_time(cfg, base, recent) and base.cap < state.cap:
             return _unanswerable(state, base, memory), plan
-        cut = _from_use(cfg, base, recent)
+        cut = _from_use(cfg, base, recent, _little(state, obs, memory["held_recent"], cfg))
         return _with(cut, cut.state.model_copy(update=memory)), plan
     if plan.cap is None:  # inert: the cap does not move the signal; cutting would only build a queue
         return _inert(state, obs, base, plan, memory, cfg, upper), plan
@@ -214,7 +214,7 @@ def _per_token(
     return _computed(state, obs, base, plan, memory, cfg), plan
 
 
-def _from_use(cfg: LawConfig, base: Decision, recent: tuple[float, ...]) -> Decision:
+def _from_use(cfg: LawConfig, base: Decision, recent: tuple[float, ...], little: float = 0.0) -> Decision:
     """The table's cuts (for a miss, and the burst's pre-emptive one) taken from the cap in use: a cap above
     every batch of a whole window binds nothing, and a cut that stays above them changes nothing but costs a
     cooldown (the twin's 70B shape, prefill-heavy: 256 -> 128 -> 64 -> 32, a window each, with the batch
@@ -225,14 +225,24 @@ def _from_use(cfg: LawConfig, base: Decision, recent: tuple[float, ...]) -> Deci
     every draw. Only over a whole window: a few ticks' largest batch understates the load's (taken from the
     first readings, the means went 0.936 -> 0.902 and 0.930 -> 0.887 on draws 1 and 2; on the CPU tight 2x
     step a cut 32 -> 7 where the batch later reached 13, and a queue past the TTFT bound held it there for
-    two minutes)."""
+    two minutes). Nor below the batch the arrivals keep running by Little's law (`little`, _little): a
+    window's largest batch lags a load that still grows (the demo's heavy phase, cut 64 -> 16 six seconds
+    in while the batch rose past 30). Inert on the twin matrix (draws 0-3, every cell the same); read before
+    a whole window, or as its Poisson upper quantile, it moved cells both ways (docs/measurements.md)."""
     if base.reason not in ("slo-violation", "burst") or len(recent) < _window_ticks(cfg):
         return base
-    in_use = clip(math.ceil(max(recent)), cfg)
+    in_use = clip(math.ceil(max(*recent, little)), cfg)
     if in_use >= base.cap:
         return base
-    detail = f"{base.detail}; from the window's largest batch ({in_use}): the cap above it bound nothing"
+    detail = f"{base.detail}; from the batch in use ({in_use}): the cap above it bound nothing"
     return replace(base, cap=in_use, detail=detail, state=base.state.model_copy(update={"cap": in_use}))
+
+
+def _little(state: LawState, obs: Observation, held: tuple[float, ...], cfg: LawConfig) -> float:
+    """The batch the arrivals keep running, by Little's law: arrivals (_arrivals) x a request's measured
+    time in the engine (0 when either is unknown)."""
+    arrivals, hold = _arrivals(state, obs, held, cfg.tick_s), known(obs.inference_time_mean_s)
+    return 0.0 if arrivals is None or hold is None else arrivals * hold
 
 
 def _one_at_a_time(cfg: LawConfig, base: Decision, recent: tuple[float, ...]) -> bool:
