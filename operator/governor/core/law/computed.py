@@ -214,7 +214,7 @@ def _per_token(
     return _computed(state, obs, base, plan, memory, cfg), plan
 
 
-def _from_use(cfg: LawConfig, base: Decision, recent: tuple[float, ...], little: float = 0.0) -> Decision:
+def _from_use(cfg: LawConfig, base: Decision, recent: tuple[float, ...], little: float) -> Decision:
     """The table's cuts (for a miss, and the burst's pre-emptive one) taken from the cap in use: a cap above
     every batch of a whole window binds nothing, and a cut that stays above them changes nothing but costs a
     cooldown (the twin's 70B shape, prefill-heavy: 256 -> 128 -> 64 -> 32, a window each, with the batch
