@@ -162,6 +162,22 @@ def test_a_queue_that_ends_at_a_cap_holding_the_per_token_bound_keeps_that_bound
     assert max(d.cap for _, d in run) <= 124  # within the band: 1.3 x tpot(124) = 27.5 ms = 1.1 x 25 ms
 
 
+def test_a_queue_past_the_ttft_bound_but_shorter_than_the_batch_is_a_backlog() -> None:
+    # A slow engine (100 ms a token at one sequence): cap 100 serves ~4.2 req/s and holds 0.2 s (P99 1.3 x
+    # 150 ms, inside the band); 4.6 arrive. The 20 already waiting are fewer than the batch, but at that
+    # service the last of them waits ~5 s against a 2.5 s bound, and the queue grows without end: the cap
+    # goes up to one that carries the arrivals (counted in slots alone, it held until the queue outnumbered
+    # the batch, some 35 ticks later).
+    engine = FluidEngine(arrivals=4.6, waiting=20.0, intercept=0.1, slope=0.0005)
+    run = drive(engine, config(0.2), ticks=30, start_cap=100)
+    relief = next(i for i, (_, d) in enumerate(run) if d.reason == "queue-relief")
+    assert all((obs.waiting or 0.0) < 100 for obs, _ in run[: relief + 1]), [o.waiting for o, _ in run]
+    assert "no end at this cap" in run[relief][1].detail, run[relief][1].detail
+    assert engine.service(run[-1][1].cap) >= 4.6, [(d.cap, d.reason) for _, d in run]
+    waiting = [obs.waiting or 0.0 for obs, _ in run]
+    assert waiting[-1] < max(waiting), waiting
+
+
 def test_a_backlog_the_ttft_bound_absorbs_is_left_to_queue() -> None:
     # A short backlog at a cap that carries the arrivals: it drains inside the bound, no raise for it.
     engine = FluidEngine(arrivals=20.0, waiting=10.0)
