@@ -178,6 +178,48 @@ def test_a_queue_past_the_ttft_bound_but_shorter_than_the_batch_is_a_backlog() -
     assert waiting[-1] < max(waiting), waiting
 
 
+def filling(steady: bool, ticks: int = 10) -> list[Decision]:
+    """Readings with no mean line the queue model can use (no output lengths exported), the P99 twice a
+    200 ms target and a 20 s TTFT bound, 2 requests waiting. `steady`: 30 in the batch and 3 completing a
+    second, as many as arrive. Otherwise the engine is still filling under the cap: its batch grows by 10 a
+    tick from 20 while 1 request a second completes (3 arrive)."""
+    cfg = config(0.2, 20.0)
+    state, out = LawState(cap=256), []
+    for i in range(ticks):
+        obs = Observation(
+            now_s=(i + 1) * TICK,
+            p99_s=0.4,
+            running=30.0 if steady else 20.0 + 10.0 * i,
+            waiting=2.0,
+            request_rate=3.0 if steady else 1.0,
+            tpot_mean_s=0.3,
+            ttft_mean_s=1.0,
+            queue_time_mean_s=0.5,
+        )
+        out.append(LAWS["levers"](state, obs, cfg))
+        state = out[-1].state
+    return out
+
+
+def test_an_engine_still_filling_does_not_hold_a_cut_on_its_completions() -> None:
+    # Filling, it completes 1 request a second at a batch of 60-100, which read as its service would put the
+    # smallest cap carrying 3 arrivals above 200: that says nothing of what a smaller cap serves, and the
+    # table's cuts for the missed P99 go through, a window apart, while the batch stays under the cap.
+    run = filling(steady=False)
+    trail = [(d.cap, d.reason) for d in run]
+    assert all(d.reason != "queue-floor" for d in run), trail
+    assert len([d for d in run if d.cap < d.previous_cap]) >= 2, trail
+
+
+def test_an_engine_in_step_with_its_arrivals_keeps_the_floor_without_a_mean_line() -> None:
+    # The same miss where the batch holds at 30 and the completions keep step with the arrivals: there the
+    # completions are the service at that batch (0.1 req/s a slot), and no cut goes below the cap that
+    # carries the 3 arrivals with a tenth to spare.
+    run = filling(steady=True)
+    assert any(d.reason == "queue-floor" for d in run), [(d.cap, d.reason) for d in run]
+    assert all(d.cap >= 33 for d in run), [(d.cap, d.reason) for d in run]
+
+
 def test_a_backlog_the_ttft_bound_absorbs_is_left_to_queue() -> None:
     # A short backlog at a cap that carries the arrivals: it drains inside the bound, no raise for it.
     engine = FluidEngine(arrivals=20.0, waiting=10.0)
