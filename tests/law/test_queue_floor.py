@@ -203,7 +203,7 @@ def filling(steady: bool, ticks: int = 10) -> list[Decision]:
 
 def test_an_engine_still_filling_does_not_hold_a_cut_on_its_completions() -> None:
     # Filling, it completes 1 request a second at a batch of 60-100, which read as its service would put the
-    # smallest cap carrying 3 arrivals above 200: that says nothing of what a smaller cap serves, and the
+    # smallest cap carrying 3 arrivals at 180-215: that says nothing of what a smaller cap serves, and the
     # table's cuts for the missed P99 go through, a window apart, while the batch stays under the cap.
     run = filling(steady=False)
     trail = [(d.cap, d.reason) for d in run]

@@ -366,12 +366,17 @@ class QueueModel(NamedTuple):
         the service, would wait past `wait_bound_s` at `cap`."""
         return self.within_bound_s(cap, wait_bound_s) < horizon_s
 
+    def room(self, cap: int, wait_bound_s: float) -> float:
+        """Requests the queue may still take in at `cap` and have each wait within `wait_bound_s` (below 0:
+        today's backlog already waits past it)."""
+        return wait_bound_s * self.service(cap) - self.waiting
+
     def within_bound_s(self, cap: int, wait_bound_s: float, headroom: float = 1.0) -> float:
         """How long from now a request joining the queue still waits within `wait_bound_s` at `cap`, the
         arrivals (x `headroom`) adding to today's backlog what the service does not take (inf: for ever)."""
         service = self.service(cap)
         growth = max(self.arrivals * headroom - service, 0.0)
-        room = wait_bound_s * service - self.waiting  # requests the queue may still take in within the bound
+        room = self.room(cap, wait_bound_s)
         if growth <= 0:
             return math.inf if room >= 0 else 0.0
         return room / growth
@@ -448,9 +453,7 @@ def _queue_side(
     # requests (2.5-3.4 s of its service) waited; counted in time too, the matrix (four draws, served
     # cells) moved 0.939 / 0.942 / 0.939 / 0.926 -> 0.944 / 0.942 / 0.940 / 0.930, that cell 0.69 -> 0.94,
     # no cell down by more than 0.01.
-    backlog = bound is not None and (
-        model.waiting > current or model.waiting >= bound * model.service(current)
-    )
+    backlog = bound is not None and (model.waiting > current or model.room(current, bound) < 0)
     counted = backlog and base.state.growth_ticks >= cfg.queue_growth_ticks
     # ... or, with the per-token bound already missed at this cap, the queue stands where the mean line's
     # service falls short of the arrivals: it has no end there either, though its growth, swinging with the
