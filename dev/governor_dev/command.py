@@ -3,6 +3,7 @@
     governor demo                 # real vLLM CPU runtime, tiny dummy Llama: about 7 minutes
     governor demo --short         # the same in about three minutes (the test runs this)
     governor demo --twin          # the calibrated twin behind the same HTTP surface, no vLLM start
+    governor demo --reaction      # the reaction benchmark: a 2x load step instead of the phased load
 
 It starts the engine (the governor runtime with the cap at its ceiling, as vLLM runs by default), probes
 light-load latency to pick an SLO this machine can meet only at a moderate cap (or takes ``--slo``), then
@@ -50,9 +51,19 @@ from governor_dev.demo import (
     meets_check,
     phase_at,
     phase_bounds,
+    reaction_plan,
     score,
+    step_reaction,
 )
-from governor_dev.demoview import drift_line, live_view, passes_line, plot, summary_table, verdict_line
+from governor_dev.demoview import (
+    drift_line,
+    live_view,
+    passes_line,
+    plot,
+    reaction_lines,
+    summary_table,
+    verdict_line,
+)
 from governor_dev.loadgen import run_phases
 from governor_dev.ports import port_free
 
@@ -76,6 +87,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--plain", action="store_true", help="log lines instead of the live view")
     parser.add_argument("--law", choices=LAW_NAMES, default=DEFAULT_LAW, help="the law of the governed pass")
+    parser.add_argument(
+        "--reaction",
+        action="store_true",
+        help="the reaction benchmark: a 2x load step, judged tick by tick after it (issue 12)",
+    )
 
 
 @dataclass(frozen=True)
@@ -233,9 +249,9 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
     if held.limits is None:
         raise SystemExit(f"governor demo: {target.base_url} does not answer the admin route: {held.error}")
     own_engine = not (args.endpoint or args.twin)
-    plan = default_plan(
-        short=args.short, ceiling=held.limits.ceiling, load=DEMO_MODEL_LOAD if own_engine else 1.0
-    )
+    make_plan = reaction_plan if args.reaction else default_plan
+    load = DEMO_MODEL_LOAD if own_engine else 1.0
+    plan = make_plan(short=args.short, ceiling=held.limits.ceiling, load=load)
     if args.slo is None:
         console.print(f"probing light-load latency for {plan.probe.duration_s:.0f} s to pick the SLO …")
         probe = await run_phases(target.base_url, target.model, [plan.probe], seed=args.seed, content_seed=-2)
@@ -263,6 +279,9 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
     static_drift = host_drift(before["all"], after["all"])
     console.print(drift_line("whole run", static_drift, compared=("the first static pass", "the last")))
     console.print(drift_line(f"{control} phase", drift, held=controlled))
+    reactions = [step_reaction(p, plan, slo_s) for p in passes] if args.reaction else []
+    for line in reaction_lines(reactions, slo_s, plan.tick_s):
+        console.print(line)
     args.out.mkdir(parents=True, exist_ok=True)
     plot(plan, passes, slo_s, args.out / "demo.png")
     summary = {
@@ -292,6 +311,12 @@ async def _demo(target: Target, args: argparse.Namespace) -> int:
         "reasons": dict(Counter(t.reason for t in passes[1].ticks)),
         "caps": {p.label: [t.cap for t in p.ticks] for p in passes},
     }
+    if reactions:
+        summary["reaction"] = {
+            "step_s": phase_bounds(plan)[0][2],
+            "tick_s": plan.tick_s,
+            "passes": [{**asdict(r), "meets_goal": r.meets_goal} for r in reactions],
+        }
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     console.print(f"wrote {args.out / 'demo.png'} and {args.out / 'summary.json'}")
     return 0

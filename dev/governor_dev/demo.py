@@ -23,12 +23,13 @@ engine meets it at a moderate cap and misses it at the ceiling under heavy load.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from governor_dev.loadgen import Phase, RequestRecord
-from governor_dev.scoring import nearest_rank, slo_window_share, window_bounds
+from governor_dev.scoring import meets_reaction_goal, nearest_rank, reaction, slo_window_share, window_bounds
 
 # A reporting threshold, not a knob of the law: past this ratio either way the control phase says the machine
 # moved between the passes by twice the law's hysteresis band (±10 % of the SLO), and the comparison then
@@ -82,6 +83,55 @@ def default_plan(*, short: bool = False, ceiling: int = 64, load: float = 1.0) -
         score_window_s=2.5 if short else 5.0,
         probe=Phase("probe", 4.0 if short else 8.0, 3.0, prompt_tokens=(16, 64), output_tokens=(48, 96)),
     )
+
+
+def reaction_plan(*, short: bool = False, ceiling: int = 64, load: float = 1.0) -> DemoPlan:
+    """The reaction benchmark's load (issue 12): a 2x step from half the demo's heavy rate to all of it,
+    short chats (the lengths where the cap moves TPOT on the CPU engine: 64 -> 8 took its P99 from 23 to 16
+    ms, ../shared/DESIGN.md). The step comes after the law has had its light phase to settle; `short` is
+    the test's version."""
+    scale = 1.0 / 3.0 if short else 1.0
+    base = default_plan(short=short, ceiling=ceiling, load=load)
+
+    def phase(name: str, seconds: float, rate: float) -> Phase:
+        return Phase(name, seconds * scale, rate * load, prompt_tokens=(16, 64), output_tokens=(48, 96))
+
+    return replace(base, phases=(phase("before", 30, 20.0), phase("after 2x", 60, 40.0)))
+
+
+@dataclass(frozen=True)
+class StepReaction:
+    """One pass's answer to the load step, judged on the exact P99 of the requests finishing in each tick
+    after it (what users got in that tick, not the engine's lagging window)."""
+
+    label: str
+    tick_p99_s: tuple[float, ...]  # per tick from the step on (NaN: nothing finished in it)
+    violated: bool  # some tick after the step was above the SLO
+    ticks_to_recover: int | None  # from the first tick above to the first back under (None: never)
+    overshoots: int
+    within: float  # share of the ticks after the step (with requests finishing) within the SLO
+
+    @property
+    def meets_goal(self) -> bool:
+        return meets_reaction_goal(self.ticks_to_recover, self.overshoots)
+
+
+def step_reaction(result: PassResult, plan: DemoPlan, slo_s: float) -> StepReaction:
+    """`result`'s reaction to the step between the plan's two phases, tick by tick to the last one's end."""
+    (_, _, step), (_, _, end) = phase_bounds(plan)[0], phase_bounds(plan)[-1]
+    finished = [(r.sent_at + r.e2e_s, r.tpot_s) for r in result.records if r.ok and r.e2e_s is not None]
+    p99s = []
+    start = step
+    while start < end - 1e-9:
+        stop = start + plan.tick_s
+        tpots = [tpot for at, tpot in finished if tpot is not None and start <= at < stop]
+        quantile = nearest_rank(tpots, 0.99)
+        p99s.append(math.nan if quantile is None else quantile)
+        start = stop
+    violated, ticks, overshoots = reaction(p99s, slo_s)
+    seen = [v for v in p99s if math.isfinite(v)]
+    within = sum(v <= slo_s for v in seen) / len(seen) if seen else math.nan
+    return StepReaction(result.label, tuple(p99s), violated, ticks, overshoots, within)
 
 
 def auto_slo(records: Sequence[RequestRecord]) -> float:

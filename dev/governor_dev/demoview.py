@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from rich.console import Group
@@ -10,7 +11,17 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from governor_dev.demo import DRIFT_BOUND, DemoPlan, PassResult, Score, Tick, meets_check, phase_bounds
+from governor_dev.demo import (
+    DRIFT_BOUND,
+    DemoPlan,
+    PassResult,
+    Score,
+    StepReaction,
+    Tick,
+    meets_check,
+    phase_bounds,
+)
+from governor_dev.scoring import GOAL_OVERSHOOTS, GOAL_TICKS
 
 
 def _ms(seconds: float | None) -> str:
@@ -123,6 +134,33 @@ def verdict_line(static: Score, governed: Score) -> str:
     )
     verdict = "meets" if meets_check(static, governed) else "does not meet"
     return f"verdict: {said}: this run {verdict} the check (governed ≥ static on both)"
+
+
+def reaction_lines(reactions: list[StepReaction], slo_s: float, tick_s: float) -> list[str]:
+    """The reaction benchmark's report: each pass's P99 tick by tick after the step, and the verdicts."""
+    if not reactions:
+        return []
+    lines = [
+        f"reaction to the 2x step (exact TPOT P99 of the requests finishing in each {tick_s:g} s tick; "
+        f"goal: back under {_ms(slo_s)} within {GOAL_TICKS} ticks, at most {GOAL_OVERSHOOTS} overshoot):"
+    ]
+    for r in reactions:
+        ticks = " ".join("—" if math.isnan(v) else f"{v * 1000:.1f}" for v in r.tick_p99_s)
+        if not r.violated:
+            said = "never above the SLO after the step"
+        elif r.ticks_to_recover is None:
+            said = "above the SLO after the step and never back under it"
+        else:
+            said = f"back under in {r.ticks_to_recover} tick(s), {r.overshoots} overshoot(s) after"
+        goal = "meets the goal" if r.meets_goal else "misses the goal"
+        lines.append(f"  {r.label}: {said}; {r.within:.0%} of the ticks within; {goal}; ms: {ticks}")
+    statics = [r for r in reactions if r.label.startswith("static")]
+    if statics and not any(r.violated for r in statics):
+        lines.append(
+            "the step did not break the SLO at the ceiling in either static pass: this run does not test the "
+            "lever (the load is light for this machine)"
+        )
+    return lines
 
 
 def plot(plan: DemoPlan, passes: list[PassResult], slo_s: float, path: Path) -> None:

@@ -1,4 +1,5 @@
-"""SLO-window scoring, shared by the demo (real engine, client-side records) and the twin's benchmark.
+"""SLO-window scoring and the reaction to a load step, shared by the demo (real engine, client-side
+records) and the twin's benchmarks.
 
 A window meets the SLO when the P99 of the SLO latency over the requests that finished in it is within the
 target; a window in which nothing finished meets it only if nothing was left waiting at its end (an idle
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 
 def nearest_rank(values: Sequence[float], q: float) -> float | None:
@@ -42,3 +44,27 @@ def slo_window_share(
         p99 = p99_in(w0, w1)
         met += (p99 <= target_s) if p99 is not None else not waiting_at(w1)
     return met / max(len(bounds), 1)
+
+
+# The reaction goal (issue 12): after a 2x load step the per-token P99 is back under the SLO within this many
+# ticks of the first tick above it, with at most this many excursions above it afterwards.
+GOAL_TICKS, GOAL_OVERSHOOTS = 3, 1
+
+
+def reaction(p99s: Sequence[float], target_s: float) -> tuple[bool, int | None, int]:
+    """Per-tick P99s from a load step on (NaN: nothing finished in that tick, skipped): (whether any tick
+    was above the target, the ticks from the first such tick to the first back under it (0 when none was
+    above; None when none came back), and the excursions above the target after that recovery)."""
+    above = [v > target_s for v in p99s if math.isfinite(v)]
+    if not any(above):
+        return False, 0, 0
+    onset = above.index(True)
+    back = next((i for i in range(onset, len(above)) if not above[i]), None)
+    if back is None:
+        return True, None, 0
+    overshoots = sum(1 for a, b in pairwise(above[back:]) if b and not a)
+    return True, back - onset, overshoots
+
+
+def meets_reaction_goal(ticks_to_recover: int | None, overshoots: int) -> bool:
+    return ticks_to_recover is not None and ticks_to_recover <= GOAL_TICKS and overshoots <= GOAL_OVERSHOOTS

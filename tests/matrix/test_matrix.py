@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from governor_dev.scoring import meets_reaction_goal, reaction
 from governor_twin.matrix.__main__ import main as matrix_main
 from governor_twin.matrix.goodput import meets_both
 from governor_twin.matrix.profiles import PROFILES, derive_targets, get_profile
-from governor_twin.matrix.reaction import measure
 from governor_twin.matrix.report import summary_markdown, write
 from governor_twin.matrix.run import CURRENT, ORACLE, evaluate, load_law, static_caps
 from governor_twin.matrix.workloads import reference_capacity
@@ -46,10 +47,14 @@ def test_static_caps_are_powers_of_two_up_to_the_ceiling() -> None:
 
 def test_reaction_counts_recovery_ticks_and_overshoots() -> None:
     slo = 0.02
-    p99 = np.array([0.01, 0.03, 0.04, 0.015, 0.025, 0.01, np.nan, 0.03, 0.01])
-    assert measure(p99, slo) == (True, 2, 2)
-    assert measure(np.array([0.01, 0.01]), slo) == (False, 0, 0)
-    assert measure(np.array([0.01, 0.03, 0.03]), slo) == (True, None, 0)
+    p99 = [0.01, 0.03, 0.04, 0.015, 0.025, 0.01, math.nan, 0.03, 0.01]
+    assert reaction(p99, slo) == (True, 2, 2)
+    assert not meets_reaction_goal(2, 2)  # back within 3 ticks, but two overshoots
+    assert reaction([0.01, 0.01], slo) == (False, 0, 0)
+    assert reaction([0.01, 0.03, 0.03], slo) == (True, None, 0)
+    assert not meets_reaction_goal(None, 0)  # never back under
+    assert reaction([0.03, 0.03, 0.03, 0.03, 0.01], slo) == (True, 4, 0)
+    assert not meets_reaction_goal(4, 0) and meets_reaction_goal(3, 1)
 
 
 def test_a_negative_seed_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

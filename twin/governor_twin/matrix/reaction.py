@@ -8,9 +8,9 @@ overshoots: excursions above the target after that first recovery."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 
 import numpy as np
+from governor_dev.scoring import meets_reaction_goal, reaction
 from numpy.typing import NDArray
 
 from governor_twin.matrix.profiles import Targets
@@ -18,8 +18,6 @@ from governor_twin.policies import Policy
 from governor_twin.profile import EngineProfile
 from governor_twin.scenarios import Phase, Scenario, Slo
 from governor_twin.sim import RunResult, run
-
-GOAL_TICKS, GOAL_OVERSHOOTS = 3, 1
 
 
 @dataclass(frozen=True)
@@ -33,8 +31,7 @@ class Reaction:
 
     @property
     def meets_goal(self) -> bool:
-        recovered = self.ticks_to_recover is not None and self.ticks_to_recover <= GOAL_TICKS
-        return recovered and self.overshoots <= GOAL_OVERSHOOTS
+        return meets_reaction_goal(self.ticks_to_recover, self.overshoots)
 
 
 def tick_p99(res: RunResult, tick_s: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -48,20 +45,6 @@ def tick_p99(res: RunResult, tick_s: float) -> tuple[NDArray[np.float64], NDArra
         if sel.any():
             out[i] = float(np.percentile(tpot[sel], 99))
     return ends, out
-
-
-def measure(p99: NDArray[np.float64], slo_s: float) -> tuple[bool, int | None, int]:
-    """(violated, ticks from the first violation to the first tick back under, overshoots after that)."""
-    above = [bool(v > slo_s) for v in p99 if np.isfinite(v)]
-    if not any(above):
-        return False, 0, 0
-    onset = above.index(True)
-    back = next((i for i in range(onset, len(above)) if not above[i]), None)
-    if back is None:
-        return True, None, 0
-    rest = above[back:]
-    overshoots = sum(1 for a, b in pairwise(rest) if b and not a)
-    return True, back - onset, overshoots
 
 
 def step_scenario(profile: EngineProfile, capacity: float, targets: Targets, phase_s: float) -> Scenario:
@@ -81,7 +64,7 @@ def react(scenario: Scenario, profile: EngineProfile, policy: Policy, seed: int 
     step = scenario.phases[0].duration_s
     ends, p99 = tick_p99(res, policy.tick_s)
     after = p99[ends > step]
-    violated, ticks, over = measure(after, scenario.slo.target_s)
+    violated, ticks, over = reaction([float(v) for v in after], scenario.slo.target_s)
     return Reaction(policy.name, step, violated, ticks, over, tuple(float(v) * 1e3 for v in after))
 
 

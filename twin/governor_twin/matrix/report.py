@@ -11,8 +11,10 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from governor_dev.scoring import GOAL_OVERSHOOTS, GOAL_TICKS
+
 from governor_twin.matrix.profiles import DERIVED, Targets
-from governor_twin.matrix.reaction import GOAL_OVERSHOOTS, GOAL_TICKS, Reaction
+from governor_twin.matrix.reaction import Reaction
 from governor_twin.matrix.run import CURRENT, NEW, ORACLE, Cell
 
 GOAL_WORST, GOAL_MEDIAN = 0.95, 1.0
