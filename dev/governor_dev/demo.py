@@ -109,11 +109,12 @@ class StepReaction:
     violated: bool  # some tick after the step was above the SLO
     ticks_to_recover: int | None  # from the first tick above to the first back under (None: never)
     overshoots: int
+    settled: bool  # the last tick is within the SLO (an excursion still open at the end was never answered)
     within: float  # share of the ticks after the step (with requests finishing) within the SLO
 
     @property
     def meets_goal(self) -> bool:
-        return meets_reaction_goal(self.ticks_to_recover, self.overshoots)
+        return meets_reaction_goal(self.ticks_to_recover, self.overshoots, self.settled)
 
 
 def step_reaction(result: PassResult, plan: DemoPlan, slo_s: float) -> StepReaction:
@@ -128,10 +129,10 @@ def step_reaction(result: PassResult, plan: DemoPlan, slo_s: float) -> StepReact
         quantile = nearest_rank(tpots, 0.99)
         p99s.append(math.nan if quantile is None else quantile)
         start = stop
-    violated, ticks, overshoots = reaction(p99s, slo_s)
+    violated, ticks, overshoots, settled = reaction(p99s, slo_s)
     seen = [v for v in p99s if math.isfinite(v)]
     within = sum(v <= slo_s for v in seen) / len(seen) if seen else math.nan
-    return StepReaction(result.label, tuple(p99s), violated, ticks, overshoots, within)
+    return StepReaction(result.label, tuple(p99s), violated, ticks, overshoots, settled, within)
 
 
 def auto_slo(records: Sequence[RequestRecord]) -> float:

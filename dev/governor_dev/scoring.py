@@ -51,20 +51,22 @@ def slo_window_share(
 GOAL_TICKS, GOAL_OVERSHOOTS = 3, 1
 
 
-def reaction(p99s: Sequence[float], target_s: float) -> tuple[bool, int | None, int]:
+def reaction(p99s: Sequence[float], target_s: float) -> tuple[bool, int | None, int, bool]:
     """Per-tick P99s from a load step on (NaN: nothing finished in that tick, skipped): (whether any tick
     was above the target, the ticks from the first such tick to the first back under it (0 when none was
-    above; None when none came back), and the excursions above the target after that recovery)."""
+    above; None when none came back), the excursions above the target after that recovery, and whether the
+    last tick is within the target: an excursion still open when the run ends was never answered)."""
     above = [v > target_s for v in p99s if math.isfinite(v)]
     if not any(above):
-        return False, 0, 0
+        return False, 0, 0, True
     onset = above.index(True)
     back = next((i for i in range(onset, len(above)) if not above[i]), None)
     if back is None:
-        return True, None, 0
+        return True, None, 0, False
     overshoots = sum(1 for a, b in pairwise(above[back:]) if b and not a)
-    return True, back - onset, overshoots
+    return True, back - onset, overshoots, not above[-1]
 
 
-def meets_reaction_goal(ticks_to_recover: int | None, overshoots: int) -> bool:
-    return ticks_to_recover is not None and ticks_to_recover <= GOAL_TICKS and overshoots <= GOAL_OVERSHOOTS
+def meets_reaction_goal(ticks_to_recover: int | None, overshoots: int, settled: bool = True) -> bool:
+    recovered = ticks_to_recover is not None and ticks_to_recover <= GOAL_TICKS
+    return recovered and overshoots <= GOAL_OVERSHOOTS and settled

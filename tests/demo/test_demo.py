@@ -5,28 +5,23 @@ test reads what the engine holds, not what the demo printed."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from governor.cli import main
 
 from tests.support.engine import Engine
+from tests.support.fixtures_engine import RunDemo
 
 
 @pytest.mark.vllm
 def test_short_demo_moves_the_cap_and_leaves_a_picture(
-    engine_limits: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine_limits: Engine, tmp_path: Path, run_demo: RunDemo
 ) -> None:
     engine = engine_limits
-    monkeypatch.setenv("GOVERNOR_ADMIN_TOKEN", engine.admin_token)
-    argv = ["demo", "--short", "--plain", "--slo", "0.5ms", "--endpoint", engine.base_url,
-            "--model", engine.model, "--out", str(tmp_path)]  # fmt: skip
-    assert main(argv) == 0
+    summary = run_demo()
 
     png = tmp_path / "demo.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
-    summary = json.loads((tmp_path / "summary.json").read_text())
     governed = summary["caps"]["governed"]
     for label in ("static before", "static after"):
         assert set(summary["caps"][label]) == {engine.ceiling}, f"the {label} pass must hold the ceiling"

@@ -8,6 +8,8 @@
   Prometheus runs in vLLM's multiprocess mode. The server log is kept under the session's temp dir.
 - ``engine_limits`` (function): for tests that change the cap or token budget. Yields the engine and puts
   back the limits it had before the test, so every test starts from the same cap.
+- ``run_demo`` (function): ``governor demo --short --plain --slo 0.5ms`` plus the flags given, against the
+  engine as a user runs it with ``--endpoint``, into the test's tmp_path; returns its summary.json.
 
 Mark tests that use them ``@pytest.mark.vllm``. To iterate on tests without a 1–3 minute start each run,
 point the session at a server already started by ``tests.support.engine.start_runtime`` (or the launcher,
@@ -17,11 +19,14 @@ GOVERNOR_TEST_ENGINE_TOKEN=...``; its current cap then counts as ``initial_cap``
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from governor.cli import main
 
 from tests.support.engine import DEFAULT_MODEL_NAME, Engine, start_runtime, write_tiny_llama
 
@@ -52,3 +57,21 @@ def engine_limits(engine: Engine) -> Iterator[Engine]:
     before = engine.limits()
     yield engine
     engine.set_limits(cap=before["cap"], token_budget=before["token_budget"])
+
+
+RunDemo = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def run_demo(engine_limits: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunDemo:
+    """0.5 ms per token is below what any CPU engine gives one sequence: the law must move the cap."""
+
+    def run(*flags: str) -> dict[str, Any]:
+        monkeypatch.setenv("GOVERNOR_ADMIN_TOKEN", engine_limits.admin_token)
+        argv = ["demo", *flags, "--short", "--plain", "--slo", "0.5ms", "--endpoint", engine_limits.base_url,
+                "--model", engine_limits.model, "--out", str(tmp_path)]  # fmt: skip
+        assert main(argv) == 0
+        summary: dict[str, Any] = json.loads((tmp_path / "summary.json").read_text())
+        return summary
+
+    return run

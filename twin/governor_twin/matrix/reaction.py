@@ -2,8 +2,9 @@
 
 The P99 judged here is the exact TPOT P99 of the requests that finished in each 5 s tick (what users got in
 that tick, not the policy's lagging 30 s histogram). Counted from the first tick after the step whose P99 is
-above the target: the ticks until one is back under it (0 when no tick after the step is above), and the
-overshoots: excursions above the target after that first recovery."""
+above the target: the ticks until one is back under it (0 when no tick after the step is above), the
+overshoots: excursions above the target after that first recovery, and whether the run ends under it
+(governor_dev.scoring.reaction, shared with the real engine's `governor demo --reaction`)."""
 
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ class Reaction:
     ticks_to_recover: int | None  # None: never back under the target after the step
     overshoots: int
     tick_p99_ms: tuple[float, ...]  # per tick from the step on (NaN: nothing finished)
+    settled: bool = True  # the last tick within the target (an excursion still open was never answered)
 
     @property
     def meets_goal(self) -> bool:
-        return meets_reaction_goal(self.ticks_to_recover, self.overshoots)
+        return meets_reaction_goal(self.ticks_to_recover, self.overshoots, self.settled)
 
 
 def tick_p99(res: RunResult, tick_s: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -64,8 +66,8 @@ def react(scenario: Scenario, profile: EngineProfile, policy: Policy, seed: int 
     step = scenario.phases[0].duration_s
     ends, p99 = tick_p99(res, policy.tick_s)
     after = p99[ends > step]
-    violated, ticks, over = reaction([float(v) for v in after], scenario.slo.target_s)
-    return Reaction(policy.name, step, violated, ticks, over, tuple(float(v) * 1e3 for v in after))
+    violated, ticks, over, settled = reaction([float(v) for v in after], scenario.slo.target_s)
+    return Reaction(policy.name, step, violated, ticks, over, tuple(float(v) * 1e3 for v in after), settled)
 
 
 def react_all(
