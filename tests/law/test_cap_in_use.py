@@ -125,3 +125,28 @@ def test_a_cut_while_the_batch_still_grows_stops_at_the_batch_the_arrivals_keep_
     lagging = max(growing(i) for i in range(told.index(cut) + 1))
     assert (cut.previous_cap, cut.cap) == (128, little) and little > lagging, (made, lagging)
     assert f"from the batch in use ({little})" in cut.detail, cut.detail
+
+
+def test_a_miss_the_confident_line_says_is_met_is_cut_from_the_batch_in_use() -> None:
+    """A line fitted at light load (batches 4-20, far under the target) says every cap up to the ceiling meets
+    the per-token aim; then the load steps and the window misses at batches 22-30 under cap 64. The window
+    refutes the line there: the first cut goes to the batch in use, not the table's x0.8 from a cap the
+    batch never reached."""
+    cfg = LawConfig(slo_target_s=0.020, ceiling=64, tick_s=2.0, window_s=8.0, cooldown_s=4.0)
+    light = [float(b) for b in (4, 4, 4, 4, 12, 12, 12, 12, 20, 20, 20, 20, 8, 8, 8, 8, 16, 16, 16, 16)]
+    batches = light + [22.0, 26.0, 30.0, 24.0] * 3
+    state, decisions = LawState(cap=64), []
+    for i, batch in enumerate(batches):
+        window = max(batches[max(0, i - 3) : i + 1])  # a window's P99 answers for its largest batch
+        p99 = 0.026 if i >= len(light) else 0.005 + 0.0002 * window
+        obs = Observation(
+            now_s=(i + 1) * cfg.tick_s, p99_s=p99, running=batch, waiting=0.0, request_rate=8.0,
+            tpot_mean_s=0.7 * p99, output_tokens_mean=64.0,
+        )  # fmt: skip
+        decisions.append(LAWS["levers"](state, obs, cfg))
+        state = decisions[-1].state
+    light_plan = decisions[19]
+    assert light_plan.outlook is not None and (light_plan.outlook.per_token_cap or 0) >= 64, light_plan
+    first = next(d for d in decisions[20:] if d.cap < d.previous_cap)
+    assert first.previous_cap == 64 and first.cap <= 30, (first.cap, first.detail)
+    assert "from the batch in use" in first.detail, first.detail
