@@ -183,13 +183,11 @@ class LawState(BaseModel):
     waiting_prev_s: float | None = None
     growth_ticks: int = 0
     ticks: int = 0
-    # The computed law's memory: the two fitted lines, when it last moved, and its bias trim.
+    # The computed law's memory: the two fitted lines and the windows they are fed from.
     quantile_fit: LeverFit | None = None
     mean_fit: LeverFit | None = None
-    planned_s: float | None = None
     running_recent: tuple[float, ...] = ()  # the running batch of the ticks the quantile's window spans
     held_recent: tuple[float, ...] = ()  # running + waiting over the same ticks (the arrivals' balance)
-    trim: float = 1.0
     # Its standing verdict on the cap ("lever-inert", "infeasible"), kept while its fits re-learn (a raise
     # back to the throughput is a new regime, and forgetting makes them unconfident for a while): without
     # it the table's cuts resumed and walked the cap to the floor (real CPU engine, tests/loop).
