@@ -109,7 +109,7 @@ class StepReaction:
     violated: bool  # some tick after the step was above the SLO
     ticks_to_recover: int | None  # from the first tick above to the first back under (None: never)
     overshoots: int
-    settled: bool  # the last tick is within the SLO (an excursion still open at the end was never answered)
+    settled: bool  # no excursion longer than the goal's recovery still open at the end (never answered)
     within: float  # share of the ticks after the step (with requests finishing) within the SLO
 
     @property

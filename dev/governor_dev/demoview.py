@@ -152,7 +152,7 @@ def reaction_lines(reactions: list[StepReaction], slo_s: float, tick_s: float) -
             said = "above the SLO after the step and never back under it"
         else:
             said = f"back under in {r.ticks_to_recover} tick(s), {r.overshoots} overshoot(s) after"
-            said += "" if r.settled else ", the last still above at the end"
+            said += "" if r.settled else f", the last above for more than {GOAL_TICKS} ticks at the end"
         goal = "meets the goal" if r.meets_goal else "misses the goal"
         lines.append(f"  {r.label}: {said}; {r.within:.0%} of the ticks within; {goal}; ms: {ticks}")
     statics = [r for r in reactions if r.label.startswith("static")]

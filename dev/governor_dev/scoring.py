@@ -55,7 +55,8 @@ def reaction(p99s: Sequence[float], target_s: float) -> tuple[bool, int | None, 
     """Per-tick P99s from a load step on (NaN: nothing finished in that tick, skipped): (whether any tick
     was above the target, the ticks from the first such tick to the first back under it (0 when none was
     above; None when none came back), the excursions above the target after that recovery, and whether the
-    last tick is within the target: an excursion still open when the run ends was never answered)."""
+    run ends settled: an excursion still open at the end and already longer than GOAL_TICKS was never
+    answered (a shorter one may just have had no time to be))."""
     above = [v > target_s for v in p99s if math.isfinite(v)]
     if not any(above):
         return False, 0, 0, True
@@ -64,7 +65,8 @@ def reaction(p99s: Sequence[float], target_s: float) -> tuple[bool, int | None, 
     if back is None:
         return True, None, 0, False
     overshoots = sum(1 for a, b in pairwise(above[back:]) if b and not a)
-    return True, back - onset, overshoots, not above[-1]
+    still_above = len(above) - next((i + 1 for i in range(len(above) - 1, -1, -1) if not above[i]), 0)
+    return True, back - onset, overshoots, still_above <= GOAL_TICKS
 
 
 def meets_reaction_goal(ticks_to_recover: int | None, overshoots: int, settled: bool = True) -> bool:

@@ -42,12 +42,14 @@ def test_each_tick_after_the_step_is_judged_on_the_requests_that_finished_in_it(
     assert late.violated and late.ticks_to_recover is None and not late.meets_goal
     lines = reaction_lines([late, r], slo, plan.tick_s)
     assert "never back under" in lines[1] and "back under in 2 tick(s)" in lines[2]
-    # Back at once, then above to the end: one excursion by count, but never answered.
-    open_ended = [finishing(step + 0.5, 0.02), finishing(step + 1.5, 0.005), finishing(step + 2.5, 0.02)]
+    # Back at once, then above to the end for longer than the goal's recovery: one excursion by count, but
+    # never answered.
+    open_ended = [finishing(step + 0.5 + i, 0.005 if i == 1 else 0.02) for i in range(6)]
     unanswered = step_reaction(PassResult("static before", False, records=open_ended), plan, slo)
     assert (unanswered.ticks_to_recover, unanswered.overshoots, unanswered.settled) == (1, 1, False)
     assert not unanswered.meets_goal
-    assert "the last still above at the end" in reaction_lines([unanswered], slo, plan.tick_s)[1]
+    told = reaction_lines([unanswered], slo, plan.tick_s)[1]
+    assert "the last above for more than 3 ticks at the end" in told, told
     calm = step_reaction(PassResult("static after", False, records=[finishing(step + 0.5, 0.005)]), plan, slo)
     assert "does not test the lever" in reaction_lines([calm], slo, plan.tick_s)[-1]
 

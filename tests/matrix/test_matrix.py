@@ -55,9 +55,11 @@ def test_reaction_counts_recovery_ticks_and_overshoots() -> None:
     assert not meets_reaction_goal(None, 0, settled=False)  # never back under
     assert reaction([0.03, 0.03, 0.03, 0.03, 0.01], slo) == (True, 4, 0, True)
     assert not meets_reaction_goal(4, 0) and meets_reaction_goal(3, 1)
-    # Back at once, then above for good: one overshoot by count, but the step was never answered.
-    assert reaction([0.03, 0.01, 0.03, 0.03, 0.03], slo) == (True, 1, 1, False)
+    # Back at once, then above for good: one overshoot by count, but the step was never answered...
+    assert reaction([0.03, 0.01, 0.03, 0.03, 0.03, 0.03], slo) == (True, 1, 1, False)
     assert not meets_reaction_goal(1, 1, settled=False)
+    # ... while an excursion in the last ticks, no longer than the goal's recovery, had no time to be.
+    assert reaction([0.03, 0.01, 0.01, 0.01, 0.03, 0.03, 0.03], slo) == (True, 1, 1, True)
 
 
 def test_a_negative_seed_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,7 +3,7 @@
 The P99 judged here is the exact TPOT P99 of the requests that finished in each 5 s tick (what users got in
 that tick, not the policy's lagging 30 s histogram). Counted from the first tick after the step whose P99 is
 above the target: the ticks until one is back under it (0 when no tick after the step is above), the
-overshoots: excursions above the target after that first recovery, and whether the run ends under it
+overshoots: excursions above the target after that first recovery, and whether the run ends settled
 (governor_dev.scoring.reaction, shared with the real engine's `governor demo --reaction`)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class Reaction:
     ticks_to_recover: int | None  # None: never back under the target after the step
     overshoots: int
     tick_p99_ms: tuple[float, ...]  # per tick from the step on (NaN: nothing finished)
-    settled: bool = True  # the last tick within the target (an excursion still open was never answered)
+    settled: bool = True  # no excursion longer than the goal's recovery still open at the end
 
     @property
     def meets_goal(self) -> bool:
