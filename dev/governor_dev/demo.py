@@ -88,8 +88,8 @@ def default_plan(*, short: bool = False, ceiling: int = 64, load: float = 1.0) -
 def reaction_plan(*, short: bool = False, ceiling: int = 64, load: float = 1.0) -> DemoPlan:
     """The reaction benchmark's load (issue 12): a 2x step from half the demo's heavy rate to all of it,
     short chats (the lengths where the cap moves TPOT on the CPU engine: 64 -> 8 took its P99 from 23 to 16
-    ms, ../shared/DESIGN.md). The step comes after the law has had its light phase to settle; `short` is
-    the test's version."""
+    ms, ../shared/DESIGN.md). The step comes after half a minute at the lower rate, for the law to settle
+    there; `short` (a third as long) is the test's version."""
     scale = 1.0 / 3.0 if short else 1.0
     base = default_plan(short=short, ceiling=ceiling, load=load)
 
