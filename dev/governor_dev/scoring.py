@@ -65,10 +65,10 @@ def reaction(p99s: Sequence[float], target_s: float) -> tuple[bool, int | None, 
     if back is None:
         return True, None, 0, False
     overshoots = sum(1 for a, b in pairwise(above[back:]) if b and not a)
-    still_above = len(above) - next((i + 1 for i in range(len(above) - 1, -1, -1) if not above[i]), 0)
-    return True, back - onset, overshoots, still_above <= GOAL_TICKS
+    last_under = max(i for i, a in enumerate(above) if not a)
+    return True, back - onset, overshoots, len(above) - 1 - last_under <= GOAL_TICKS
 
 
-def meets_reaction_goal(ticks_to_recover: int | None, overshoots: int, settled: bool = True) -> bool:
+def meets_reaction_goal(ticks_to_recover: int | None, overshoots: int, settled: bool) -> bool:
     recovered = ticks_to_recover is not None and ticks_to_recover <= GOAL_TICKS
     return recovered and overshoots <= GOAL_OVERSHOOTS and settled

@@ -49,12 +49,12 @@ def test_reaction_counts_recovery_ticks_and_overshoots() -> None:
     slo = 0.02
     p99 = [0.01, 0.03, 0.04, 0.015, 0.025, 0.01, math.nan, 0.03, 0.01]
     assert reaction(p99, slo) == (True, 2, 2, True)
-    assert not meets_reaction_goal(2, 2)  # back within 3 ticks, but two overshoots
+    assert not meets_reaction_goal(2, 2, settled=True)  # back within 3 ticks, but two overshoots
     assert reaction([0.01, 0.01], slo) == (False, 0, 0, True)
     assert reaction([0.01, 0.03, 0.03], slo) == (True, None, 0, False)
     assert not meets_reaction_goal(None, 0, settled=False)  # never back under
     assert reaction([0.03, 0.03, 0.03, 0.03, 0.01], slo) == (True, 4, 0, True)
-    assert not meets_reaction_goal(4, 0) and meets_reaction_goal(3, 1)
+    assert not meets_reaction_goal(4, 0, settled=True) and meets_reaction_goal(3, 1, settled=True)
     # Back at once, then above for good: one overshoot by count, but the step was never answered...
     assert reaction([0.03, 0.01, 0.03, 0.03, 0.03, 0.03], slo) == (True, 1, 1, False)
     assert not meets_reaction_goal(1, 1, settled=False)

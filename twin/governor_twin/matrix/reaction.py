@@ -28,8 +28,8 @@ class Reaction:
     violated: bool
     ticks_to_recover: int | None  # None: never back under the target after the step
     overshoots: int
+    settled: bool  # no excursion longer than the goal's recovery still open at the end
     tick_p99_ms: tuple[float, ...]  # per tick from the step on (NaN: nothing finished)
-    settled: bool = True  # no excursion longer than the goal's recovery still open at the end
 
     @property
     def meets_goal(self) -> bool:
@@ -67,7 +67,7 @@ def react(scenario: Scenario, profile: EngineProfile, policy: Policy, seed: int 
     ends, p99 = tick_p99(res, policy.tick_s)
     after = p99[ends > step]
     violated, ticks, over, settled = reaction([float(v) for v in after], scenario.slo.target_s)
-    return Reaction(policy.name, step, violated, ticks, over, tuple(float(v) * 1e3 for v in after), settled)
+    return Reaction(policy.name, step, violated, ticks, over, settled, tuple(float(v) * 1e3 for v in after))
 
 
 def react_all(

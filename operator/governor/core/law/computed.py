@@ -214,7 +214,7 @@ def _per_token(
     if base.reason == "slo-violation" and plan.cap is not None and plan.cap >= base.cap:
         # A miss at a cap the confident line says meets the aim: the window refutes the line there (read past
         # the batches it was fitted at), so it gives no distance, and the table's cut goes from the batch in
-        # use as on the unconfident path. On the CPU engine's 2x step the line fitted in the light phase
+        # use as on the unconfident path. On the CPU engine's 2x step the line fitted before the step
         # (batches up to 22) put the per-token cap at 62, and the table cut 64 -> 51 with 22 running, a cut
         # that bound nothing for a cooldown. Inert on the twin matrix (four draws, every cell the same) and
         # on the twin's reaction (three seeds).
