@@ -154,7 +154,10 @@ def reaction_lines(reactions: list[StepReaction], slo_s: float, tick_s: float) -
             said = f"back under in {r.ticks_to_recover} tick(s), {r.overshoots} overshoot(s) after"
             said += "" if r.settled else f", the last above for more than {GOAL_TICKS} ticks at the end"
         goal = "meets the goal" if r.meets_goal else "misses the goal"
-        lines.append(f"  {r.label}: {said}; {r.within:.0%} of the ticks within; {goal}; ms: {ticks}")
+        share = f"{r.within:.0%} of the ticks within"
+        if math.isnan(r.within):
+            share = "no request finished after the step"
+        lines.append(f"  {r.label}: {said}; {share}; {goal}; ms: {ticks}")
     statics = [r for r in reactions if r.label.startswith("static")]
     if statics and not any(r.violated for r in statics):
         lines.append(

@@ -50,6 +50,8 @@ def test_each_tick_after_the_step_is_judged_on_the_requests_that_finished_in_it(
     assert not unanswered.meets_goal
     told = reaction_lines([unanswered], slo, plan.tick_s)[1]
     assert "the last above for more than 3 ticks at the end" in told, told
+    silent = step_reaction(PassResult("governed", True, records=[]), plan, slo)
+    assert "no request finished after the step" in reaction_lines([silent], slo, plan.tick_s)[1]
     calm = step_reaction(PassResult("static after", False, records=[finishing(step + 0.5, 0.005)]), plan, slo)
     assert "does not test the lever" in reaction_lines([calm], slo, plan.tick_s)[-1]
 
