@@ -150,3 +150,37 @@ def test_a_miss_the_confident_line_says_is_met_is_cut_from_the_batch_in_use() ->
     first = next(d for d in decisions[20:] if d.cap < d.previous_cap)
     assert first.previous_cap == 64 and first.cap <= 30, (first.cap, first.detail)
     assert "from the batch in use" in first.detail, first.detail
+
+
+def _confident_then_rising(law: LawName) -> list[Decision]:
+    """A steep line fitted at light load (batches 4-20: the P99 reaches the band at 18), then the arrivals
+    rise 20 % a tick with the batch at 14-18 under cap 64 and the P99 on the line, inside the band (rule
+    12's burst)."""
+    cfg = LawConfig(slo_target_s=0.020, ceiling=64, tick_s=2.0, window_s=8.0, cooldown_s=4.0)
+    light = [float(b) for b in (4, 4, 4, 4, 12, 12, 12, 12, 20, 20, 20, 20, 8, 8, 8, 8, 16, 16, 16, 16)]
+    batches = light + [14.0, 16.0, 18.0, 15.0] * 2
+    state, decisions = LawState(cap=64), []
+    for i, batch in enumerate(batches):
+        window = max(batches[max(0, i - 3) : i + 1])
+        rising = i >= len(light)
+        p99 = 0.002 + 0.0009 * window
+        rate = 8.0 * 1.2 ** (i - len(light) + 1) if rising else 8.0
+        obs = Observation(
+            now_s=(i + 1) * cfg.tick_s, p99_s=p99, running=batch, waiting=0.0, request_rate=rate,
+            tpot_mean_s=0.7 * p99, output_tokens_mean=64.0,
+        )  # fmt: skip
+        decisions.append(LAWS[law](state, obs, cfg))
+        state = decisions[-1].state
+    return decisions
+
+
+def test_a_burst_the_confident_line_meets_is_cut_from_the_batch_in_use() -> None:
+    """Rule 12's pre-emptive cut on the confident path (the line names a per-token cap) acts from the batch
+    in use too; the rule table's own cut, kept as the benchmark policy, is the x0.8 from the cap."""
+    levers = _confident_then_rising("levers")
+    burst = next(d for d in levers[20:] if d.reason == "burst")
+    assert burst.outlook is not None and burst.outlook.per_token_cap is not None, burst
+    assert burst.previous_cap == 64 and burst.cap <= 20, (burst.cap, burst.detail)
+    assert "from the batch in use" in burst.detail, burst.detail
+    table = next(d for d in _confident_then_rising("rules")[20:] if d.reason == "burst")
+    assert (table.previous_cap, table.cap) == (64, 51), (table.cap, table.detail)

@@ -836,6 +836,12 @@ def _computed(
     (not a chain of x0.8), a raise with headroom goes up to it (at most doubling). Only where the table
     itself moves: its guards (cooldown, queue growth, binding, confirmation) still decide *whether*."""
     assert plan.cap is not None
+    if base.reason == "burst":
+        # Rule 12's pre-emptive cut goes from the batch in use here as on the unconfident path: a confident
+        # line says where the target holds, not how far a rising load will take the batch, and the table's
+        # x0.8 from a cap far above the batch binds nothing for a cooldown (the CPU engine's 2x step, v7r1:
+        # 64 -> 51 with 13 running). Inert on the twin matrix (four draws, every cell the same).
+        base = _from_use(cfg, base, memory["running_recent"], _little(state, obs, memory["held_recent"], cfg))
     cap, detail = base.cap, plan.detail
     if base.reason == "slo-violation" and plan.cap < base.cap:
         # No deeper than the table's strongest cut: a line fitted on lagging windows can overstate the slope.
