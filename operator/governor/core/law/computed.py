@@ -211,13 +211,16 @@ def _per_token(
         return _infeasible(state, base, plan, memory, cfg, upper), plan
     if plan.reason != "at-min-cap":  # a confident line with a cap that meets the target ends a verdict
         memory["verdict"] = None
-    if base.reason == "slo-violation" and plan.cap is not None and plan.cap >= base.cap:
-        # A miss at a cap the confident line says meets the aim: the window refutes the line there (read past
-        # the batches it was fitted at), so it gives no distance, and the table's cut goes from the batch in
-        # use as on the unconfident path. On the CPU engine's 2x step the line fitted before the step
-        # (batches up to 22) put the per-token cap at 62, and the table cut 64 -> 51 with 22 running, a cut
-        # that bound nothing for a cooldown. Inert on the twin matrix (four draws, every cell the same) and
-        # on the twin's reaction (three seeds).
+    refuted = base.reason == "slo-violation" and plan.cap >= base.cap
+    if refuted or base.reason == "burst":
+        # The table's cut goes from the batch in use as on the unconfident path where the confident line
+        # gives no distance. A miss at a cap the line says meets the aim refutes it there (read past the
+        # batches it was fitted at): on the CPU engine's 2x step the line fitted before the step (batches up
+        # to 22) put the per-token cap at 62, and the table cut 64 -> 51 with 22 running. Rule 12's
+        # pre-emptive cut for a rising load: the line says where the target holds, not how far the load will
+        # take the batch (a reaction run: 64 -> 51 with 13 running). Either cut from a cap far above the
+        # batch binds nothing for a cooldown. Both inert on the twin matrix (four draws, every cell the same)
+        # and on the twin's reaction (three seeds).
         cut = _from_use(cfg, base, recent, _little(state, obs, memory["held_recent"], cfg))
         return _with(cut, cut.state.model_copy(update=memory)), plan
     return _computed(state, obs, base, plan, memory, cfg), plan
@@ -836,12 +839,6 @@ def _computed(
     (not a chain of x0.8), a raise with headroom goes up to it (at most doubling). Only where the table
     itself moves: its guards (cooldown, queue growth, binding, confirmation) still decide *whether*."""
     assert plan.cap is not None
-    if base.reason == "burst":
-        # Rule 12's pre-emptive cut goes from the batch in use here as on the unconfident path: a confident
-        # line says where the target holds, not how far a rising load will take the batch, and the table's
-        # x0.8 from a cap far above the batch binds nothing for a cooldown (the CPU engine's 2x step, v7r1:
-        # 64 -> 51 with 13 running). Inert on the twin matrix (four draws, every cell the same).
-        base = _from_use(cfg, base, memory["running_recent"], _little(state, obs, memory["held_recent"], cfg))
     cap, detail = base.cap, plan.detail
     if base.reason == "slo-violation" and plan.cap < base.cap:
         # No deeper than the table's strongest cut: a line fitted on lagging windows can overstate the slope.
