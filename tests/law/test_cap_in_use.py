@@ -184,3 +184,34 @@ def test_a_burst_the_confident_line_meets_is_cut_from_the_batch_in_use() -> None
     assert "from the batch in use" in burst.detail, burst.detail
     table = next(d for d in _confident_then_rising("rules")[20:] if d.reason == "burst")
     assert (table.previous_cap, table.cap) == (64, 51), (table.cap, table.detail)
+
+
+def test_a_miss_the_confident_line_sizes_is_cut_no_higher_than_the_batch_in_use() -> None:
+    """The line fitted at light load is right (the P99 on it after the step too) and names a per-token cap
+    of 17; the load steps to batches 22-30 under cap 128 and the window misses. The model's cut goes no
+    deeper than the table's strongest (x0.5), and no higher than the batch in use: 128 -> 22-30, not 64,
+    a cap above every batch, which would bind nothing for a cooldown. The rule table cuts x0.8."""
+
+    def run(law: LawName) -> list[Decision]:
+        cfg = LawConfig(slo_target_s=0.020, ceiling=128, tick_s=2.0, window_s=8.0, cooldown_s=4.0)
+        light = [float(b) for b in (4, 4, 4, 4, 12, 12, 12, 12, 20, 20, 20, 20, 8, 8, 8, 8, 16, 16, 16, 16)]
+        batches = light + [22.0, 26.0, 30.0, 24.0] * 3
+        state, decisions = LawState(cap=128), []
+        for i, batch in enumerate(batches):
+            window = max(batches[max(0, i - 3) : i + 1])
+            p99 = 0.002 + 0.0009 * window
+            obs = Observation(
+                now_s=(i + 1) * cfg.tick_s, p99_s=p99, running=batch, waiting=0.0, request_rate=8.0,
+                tpot_mean_s=0.7 * p99, output_tokens_mean=64.0,
+            )  # fmt: skip
+            decisions.append(LAWS[law](state, obs, cfg))
+            state = decisions[-1].state
+        return decisions
+
+    levers = run("levers")
+    first = next(d for d in levers[20:] if d.cap < d.previous_cap)
+    assert first.outlook is not None and first.outlook.per_token_cap == 17, first.outlook
+    assert first.reason == "model-meets-both" and first.previous_cap == 128, first.detail
+    assert 22 <= first.cap <= 30 and f"from the batch in use ({first.cap})" in first.detail, first.detail
+    table = next(d for d in run("rules")[20:] if d.cap < d.previous_cap)
+    assert (table.previous_cap, table.cap) == (128, 102), (table.cap, table.detail)

@@ -490,7 +490,16 @@ def _queue_side(
         and model.rate * RELIEF_HEADROOM < model.arrivals
     )
     if chosen.cap < state.cap and chosen.cap < floor and not filling:  # a cut, held at the floor
-        cap = state.cap if per_token is None else min(state.cap, floor)
+        # Where no per-token cap is known the cut is not made at all (it would trade TTFT for a bound still
+        # missed). Where the line knows one and the floor gave it up for the cap that keeps the most goodput,
+        # the line's own cut goes to that floor once no queue waits: held where it stood, a cut landing
+        # just under the floor changed nothing (the twin's 70B-shape tight 2x step, draw 0: 31 -> 15 against
+        # a floor of 16, cap 31 held for 45 s). With a queue waiting it holds, and the backlog drains at the
+        # larger cap first (cut to the floor then, the twin's 8B medium 2x step sawed between the floor and
+        # the raise for the queue).
+        given_up = per_token is None and _meetable(plan) is not None
+        to_floor = given_up and chosen.reason.startswith("model-") and model.waiting < cfg.queue_min
+        cap = min(state.cap, floor) if per_token is not None or to_floor else state.cap
         detail = f"no cut below {floor}, {why}; {chosen.detail}"
         held = _decision(state, base, cap, "queue-floor", detail, chosen.replica_wish, _kept(chosen, cap))
         if not (late and grows and state.cap < floor):
@@ -843,6 +852,14 @@ def _computed(
     if base.reason == "slo-violation" and plan.cap < base.cap:
         # No deeper than the table's strongest cut: a line fitted on lagging windows can overstate the slope.
         cap = max(cfg.min_cap, plan.cap, math.floor(state.cap * cfg.strongest_decrease))
+        # ... and no higher than the batch in use: a cut that stays above every batch of the window binds
+        # nothing for a cooldown (the CPU engine's reaction run: 64 -> 32 with 13 running, then 16, then
+        # 8, one cooldown each, where the line put the per-token cap at 5-6). Only on a plan that meets
+        # both bounds: the others' caps answer the queue too.
+        used = _from_use(cfg, base, memory["running_recent"], _little(state, obs, memory["held_recent"], cfg))
+        if used is not base and plan.reason == "meets-both":
+            cap = min(cap, used.cap)
+            detail = f"{detail}; from the batch in use ({used.cap}): the cap above it bound nothing"
     elif base.reason == "headroom":
         # Up to the model's cap in one move, and never past it: the table's raise reads a P99 that lags. Past
         # the fit's trust region only as far as the table's own step goes.
