@@ -7,6 +7,7 @@ then known in closed form."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -575,3 +576,27 @@ def test_a_raise_for_the_queue_ends_a_probe_under_way() -> None:
     assert run[relief].state.probe_from is None and run[relief].state.probe_s is None, run[relief].state
     later = [run[i] for i in probes if i > relief]
     assert later and all(d.state.probe_from == d.previous_cap for d in later), trail
+
+
+def test_a_computed_cut_under_the_goodput_floor_goes_to_that_floor() -> None:
+    # 12 ms holds up to a batch of ~26, whose service falls short of the 26 req/s arriving; the cap that
+    # carries them gives most requests' tokens past 12 ms: no cap meets both bounds. The fits, learnt over
+    # batches 5-83, put the cut for the miss at 64 under the cap that keeps the most requests within both;
+    # nothing waits, so the cut goes to that floor (before, a cut the floor held with the per-token bound
+    # given up kept the cap where it stood, 64, where fewer requests meet both). The TTFT bound still holds
+    # from there on.
+    engine = FluidEngine(arrivals=26.0)
+    quantile, mean = LeverFit(), LeverFit()
+    for i in range(40):
+        batch = 5.0 + 2 * i
+        quantile = quantile.update((batch,), 1.3 * engine.tpot(batch))
+        mean = mean.update((batch,), engine.tpot(batch))
+    learnt = LawState(cap=64, quantile_fit=quantile, mean_fit=mean)
+    run = drive(engine, config(0.012), ticks=30, start_cap=64, start=learnt)
+    first = run[0][1]
+    held = re.match(r"no cut below (\d+), the cap that keeps the most requests within both bounds", first.detail)
+    assert held and first.reason == "queue-floor", first.detail
+    floor = int(held.group(1))
+    per_token = max(c for c in range(1, 257) if 1.3 * tpot(c) <= 0.9 * 0.012)
+    assert per_token < floor < 64 and first.cap == floor, (per_token, floor, first.cap)
+    assert all((obs.queue_time_mean_s or 0.0) < 2.5 for obs, _ in run), [obs.waiting for obs, _ in run]
