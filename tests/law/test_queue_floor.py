@@ -594,7 +594,7 @@ def test_a_computed_cut_under_the_goodput_floor_goes_to_that_floor() -> None:
     learnt = LawState(cap=64, quantile_fit=quantile, mean_fit=mean)
     run = drive(engine, config(0.012), ticks=30, start_cap=64, start=learnt)
     first = run[0][1]
-    held = re.match(r"no cut below (\d+), the cap that keeps the most requests within both bounds", first.detail)
+    held = re.match(r"no cut below (\d+), the cap that keeps the most requests within both", first.detail)
     assert held and first.reason == "queue-floor", first.detail
     floor = int(held.group(1))
     per_token = max(c for c in range(1, 257) if 1.3 * tpot(c) <= 0.9 * 0.012)
