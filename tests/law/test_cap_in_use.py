@@ -152,26 +152,36 @@ def test_a_miss_the_confident_line_says_is_met_is_cut_from_the_batch_in_use() ->
     assert "from the batch in use" in first.detail, first.detail
 
 
-def _confident_then_rising(law: LawName) -> list[Decision]:
-    """A steep line fitted at light load (batches 4-20: the P99 reaches the band at 18), then the arrivals
-    rise 20 % a tick with the batch at 14-18 under cap 64 and the P99 on the line, inside the band (rule
-    12's burst)."""
-    cfg = LawConfig(slo_target_s=0.020, ceiling=64, tick_s=2.0, window_s=8.0, cooldown_s=4.0)
-    light = [float(b) for b in (4, 4, 4, 4, 12, 12, 12, 12, 20, 20, 20, 20, 8, 8, 8, 8, 16, 16, 16, 16)]
-    batches = light + [14.0, 16.0, 18.0, 15.0] * 2
-    state, decisions = LawState(cap=64), []
+LIGHT = [float(b) for b in (4, 4, 4, 4, 12, 12, 12, 12, 20, 20, 20, 20, 8, 8, 8, 8, 16, 16, 16, 16)]
+
+
+def _on_the_line_after_light_load(
+    law: LawName, ceiling: int, after: list[float], rate: Callable[[int], float] = lambda i: 8.0
+) -> list[Decision]:
+    """A steep line fitted at light load (batches 4-20: the P99 reaches the band at 18), then the batches
+    `after`, the P99 on the same line (a window's P99 answers for its largest batch), `rate(i)` requests
+    completing per second after the light load."""
+    cfg = LawConfig(slo_target_s=0.020, ceiling=ceiling, tick_s=2.0, window_s=8.0, cooldown_s=4.0)
+    batches = LIGHT + after
+    state, decisions = LawState(cap=ceiling), []
     for i, batch in enumerate(batches):
         window = max(batches[max(0, i - 3) : i + 1])
-        rising = i >= len(light)
         p99 = 0.002 + 0.0009 * window
-        rate = 8.0 * 1.2 ** (i - len(light) + 1) if rising else 8.0
+        completing = rate(i - len(LIGHT)) if i >= len(LIGHT) else 8.0
         obs = Observation(
-            now_s=(i + 1) * cfg.tick_s, p99_s=p99, running=batch, waiting=0.0, request_rate=rate,
+            now_s=(i + 1) * cfg.tick_s, p99_s=p99, running=batch, waiting=0.0, request_rate=completing,
             tpot_mean_s=0.7 * p99, output_tokens_mean=64.0,
         )  # fmt: skip
         decisions.append(LAWS[law](state, obs, cfg))
         state = decisions[-1].state
     return decisions
+
+
+def _confident_then_rising(law: LawName) -> list[Decision]:
+    """Then the arrivals rise 20 % a tick with the batch at 14-18 under cap 64, the P99 inside the band
+    (rule 12's burst)."""
+    rising = [14.0, 16.0, 18.0, 15.0] * 2
+    return _on_the_line_after_light_load(law, 64, rising, lambda i: 8.0 * 1.2 ** (i + 1))
 
 
 def test_a_burst_the_confident_line_meets_is_cut_from_the_batch_in_use() -> None:
@@ -193,20 +203,7 @@ def test_a_miss_the_confident_line_sizes_is_cut_no_higher_than_the_batch_in_use(
     a cap above every batch, which would bind nothing for a cooldown. The rule table cuts x0.8."""
 
     def run(law: LawName) -> list[Decision]:
-        cfg = LawConfig(slo_target_s=0.020, ceiling=128, tick_s=2.0, window_s=8.0, cooldown_s=4.0)
-        light = [float(b) for b in (4, 4, 4, 4, 12, 12, 12, 12, 20, 20, 20, 20, 8, 8, 8, 8, 16, 16, 16, 16)]
-        batches = light + [22.0, 26.0, 30.0, 24.0] * 3
-        state, decisions = LawState(cap=128), []
-        for i, batch in enumerate(batches):
-            window = max(batches[max(0, i - 3) : i + 1])
-            p99 = 0.002 + 0.0009 * window
-            obs = Observation(
-                now_s=(i + 1) * cfg.tick_s, p99_s=p99, running=batch, waiting=0.0, request_rate=8.0,
-                tpot_mean_s=0.7 * p99, output_tokens_mean=64.0,
-            )  # fmt: skip
-            decisions.append(LAWS[law](state, obs, cfg))
-            state = decisions[-1].state
-        return decisions
+        return _on_the_line_after_light_load(law, 128, [22.0, 26.0, 30.0, 24.0] * 3)
 
     levers = run("levers")
     first = next(d for d in levers[20:] if d.cap < d.previous_cap)
