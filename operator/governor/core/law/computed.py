@@ -198,13 +198,13 @@ def _per_token(
         return _with(base, base.state.model_copy(update=memory)), None
     upper = mode_cap(base.mode, cfg)
     plan = _per_token_plan(state, cfg, fits, upper)
+    used = _from_use(cfg, base, recent, _little(state, obs, memory["held_recent"], cfg))
     if state.verdict is not None and plan.reason in ("unconfident", "at-min-cap") and base.cap < state.cap:
         return _standing(state, base, memory), plan  # nothing yet shows a cap that meets the target
     if plan.reason == "unconfident":
         if _one_at_a_time(cfg, base, recent) and base.cap < state.cap:
             return _unanswerable(state, base, memory), plan
-        cut = _from_use(cfg, base, recent, _little(state, obs, memory["held_recent"], cfg))
-        return _with(cut, cut.state.model_copy(update=memory)), plan
+        return _with(used, used.state.model_copy(update=memory)), plan
     if plan.cap is None:  # inert: the cap does not move the signal; cutting would only build a queue
         return _inert(state, obs, base, plan, memory, cfg, upper), plan
     if plan.reason == "infeasible":
@@ -221,9 +221,8 @@ def _per_token(
         # take the batch (a reaction run: 64 -> 51 with 13 running). Either cut from a cap far above the
         # batch binds nothing for a cooldown. Both inert on the twin matrix (four draws, every cell the same)
         # and on the twin's reaction (three seeds).
-        cut = _from_use(cfg, base, recent, _little(state, obs, memory["held_recent"], cfg))
-        return _with(cut, cut.state.model_copy(update=memory)), plan
-    return _computed(state, obs, base, plan, memory, cfg), plan
+        return _with(used, used.state.model_copy(update=memory)), plan
+    return _computed(state, obs, base, used, plan, memory, cfg), plan
 
 
 def _from_use(cfg: LawConfig, base: Decision, recent: tuple[float, ...], little: float) -> Decision:
@@ -842,11 +841,18 @@ def _inert(
 
 
 def _computed(
-    state: LawState, obs: Observation, base: Decision, plan: CapPlan, memory: dict[str, Any], cfg: LawConfig
+    state: LawState,
+    obs: Observation,
+    base: Decision,
+    used: Decision,
+    plan: CapPlan,
+    memory: dict[str, Any],
+    cfg: LawConfig,
 ) -> Decision:
     """The table's direction, the model's distance: a cut for a miss goes in one move to the per-token cap
     (not a chain of x0.8), a raise with headroom goes up to it (at most doubling). Only where the table
-    itself moves: its guards (cooldown, queue growth, binding, confirmation) still decide *whether*."""
+    itself moves: its guards (cooldown, queue growth, binding, confirmation) still decide *whether*. `used`:
+    the table's cut taken from the batch in use (`_from_use`; `base` itself when that changes nothing)."""
     assert plan.cap is not None
     cap, detail = base.cap, plan.detail
     if base.reason == "slo-violation" and plan.cap < base.cap:
@@ -856,7 +862,6 @@ def _computed(
         # nothing for a cooldown (the CPU engine's reaction run: 64 -> 32 with 13 running, then 16, then
         # 8, one cooldown each, where the line put the per-token cap at 5-6). Only on a plan that meets
         # both bounds: the others' caps answer the queue too.
-        used = _from_use(cfg, base, memory["running_recent"], _little(state, obs, memory["held_recent"], cfg))
         if used is not base and plan.reason == "meets-both":
             cap = min(cap, used.cap)
             detail = f"{detail}; from the batch in use ({used.cap}): the cap above it bound nothing"
