@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from governor_dev.scoring import meets_reaction_goal, reaction
 from governor_twin.matrix.__main__ import main as matrix_main
-from governor_twin.matrix.goodput import meets_both
+from governor_twin.matrix.goodput import START_S, meets_both
 from governor_twin.matrix.profiles import PROFILES, derive_targets, get_profile
-from governor_twin.matrix.report import summary_markdown, write
+from governor_twin.matrix.report import spans_markdown, summary_markdown, write
 from governor_twin.matrix.run import CURRENT, ORACLE, evaluate, load_law, static_caps
 from governor_twin.matrix.workloads import reference_capacity
 from governor_twin.scenarios import _shared_root
@@ -100,3 +100,30 @@ def test_one_small_cell_produces_the_table(tmp_path: Path) -> None:
     written = write(tmp_path, cells, [derive_targets(prof)], [], float("nan"), [], "header").read_text()
     assert "Not run (`--no-reaction`)." in written and "| policy | violated after the step" not in written
     assert json.loads((tmp_path / "results.json").read_text())["cells"][0]["workload"] == "steady"
+
+
+def test_goodput_is_split_at_the_start_up_span() -> None:
+    """A cell's goodput is also counted over the requests sent in the first START_S and after it: a law
+    that starts at a wrong cap and settles shows its start-up apart from its settled behaviour."""
+    prof = get_profile("cpu_tiny_llama")
+    cells = evaluate(
+        [(prof, derive_targets(prof))],
+        ["steady"],
+        None,
+        60.0,
+        str(_shared_root()),
+        jobs=1,
+        cap_limit=2,
+        targets=("loose",),
+    )
+    cell = cells[0]
+    for name, s in cell.scores.items():
+        # the two spans partition the run: their request counts add up to the whole run's
+        whole = s.goodput_rps * 120.0
+        parts = s.start_goodput * START_S + s.settled_goodput * (120.0 - START_S)
+        assert abs(whole - parts) < 1e-6 * max(whole, 1.0), name
+    start, settled = cell.span_ratios(cell.best_static)
+    assert start == 1.0 and settled == 1.0
+    assert all(math.isnan(x) for x in cell.span_ratios("no such policy"))
+    table = spans_markdown(cells)
+    assert "| current law | 1 |" in table and "| oracle (per phase) | 1 |" in table

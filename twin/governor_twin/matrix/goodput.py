@@ -16,6 +16,12 @@ from governor_twin.scenarios import Slo
 from governor_twin.score import score_span
 from governor_twin.sim import RunResult
 
+# The start-up span a cell's goodput is also split at: three of the law's 30-s windows, in which it reads
+# its first P99 and makes its first moves, each seen through a window (rule 5), from the cap it starts at
+# (the profile table's, else the ceiling). A static cap is where it stays from the first request; the split
+# shows how much of a law's gap to the best static is that start and how much its settled behaviour.
+START_S = 90.0
+
 
 def meets_both(
     tpot: NDArray[np.float64],
@@ -43,6 +49,8 @@ class CellScore:
     ttft_windows: float
     phase_goodput: tuple[float, ...]
     mean_cap: float
+    start_goodput: float = float("nan")  # over requests sent in the first START_S
+    settled_goodput: float = float("nan")  # over the requests sent after it
 
 
 def score(run: RunResult, tpot_s: float, ttft_s: float) -> CellScore:
@@ -56,4 +64,8 @@ def score(run: RunResult, tpot_s: float, ttft_s: float) -> CellScore:
         whole.ttft_windows,
         phases,
         float(run.tick_cap.mean()) if run.tick_cap.size else float("nan"),
+        goodput_rps(judged, tpot_s, ttft_s, 0.0, min(START_S, scenario.duration_s)),
+        goodput_rps(judged, tpot_s, ttft_s, START_S, scenario.duration_s)
+        if scenario.duration_s > START_S
+        else float("nan"),
     )

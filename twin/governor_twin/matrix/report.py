@@ -13,6 +13,7 @@ from typing import Any
 
 from governor_dev.scoring import GOAL_OVERSHOOTS, GOAL_TICKS
 
+from governor_twin.matrix.goodput import START_S
 from governor_twin.matrix.profiles import DERIVED, Targets
 from governor_twin.matrix.reaction import Reaction
 from governor_twin.matrix.run import CURRENT, NEW, ORACLE, Cell
@@ -22,6 +23,7 @@ GOAL_WORST, GOAL_MEDIAN = 0.95, 1.0
 # is one no cap serves: its ratios compare a few requests (static 16's 0.25 req/s of 3.4 against 0.00), and
 # only replicas would help. The summary shows every cell, then the cells some cap serves.
 SERVED = 0.10
+SPAN_KEYS = ("start_vs_best_static", "settled_vs_best_static")
 
 
 def _mark(ok: bool) -> str:
@@ -107,21 +109,56 @@ def summary_markdown(cells: Sequence[Cell]) -> str:
     return "\n".join(out)
 
 
+def spans_markdown(cells: Sequence[Cell]) -> str:
+    """Each adaptive policy's ratio to the cell's best static over the start-up span and after it, over the
+    served cells where the best static serves requests in both spans."""
+    kept = served(cells)
+    out = [
+        f"| policy | cells | start-up (first {START_S:.0f} s): mean | median | worst | settled (after "
+        "it): mean | median | worst | settled ≥ best static |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in (NEW, CURRENT, ORACLE):
+        pairs = [(c.span_ratios(p), c) for c in kept if p in c.scores]
+        pairs = [(r, c) for r, c in pairs if not any(math.isnan(x) for x in r)]
+        if not pairs:
+            continue
+        start = [r[0] for r, _ in pairs]
+        settled = [r[1] for r, _ in pairs]
+        (_, low), worst = min(pairs, key=lambda x: x[0][1])
+        out.append(
+            f"| {p} | {len(pairs)} | {_f(sum(start) / len(start))} | {_f(median(start))} | "
+            f"{_f(min(start))} | "
+            f"{_f(sum(settled) / len(settled))} | {_f(median(settled))} | {_f(low)} "
+            f"({worst.profile}/{worst.target}/{worst.workload}) | {sum(x >= 1.0 for x in settled)} |"
+        )
+    out += [
+        "",
+        "The best static is the whole cell's (the same cap in both spans). A law starts from the profile "
+        "table's cap or the ceiling and needs a window before its first move; a static cap is where it stays "
+        "from the first request.",
+    ]
+    return "\n".join(out)
+
+
 def cells_markdown(cells: Sequence[Cell]) -> str:
     adaptive = [p for p in (NEW, CURRENT, ORACLE) if any(p in c.scores for c in cells)]
     head = " | ".join(f"{p} / best" for p in adaptive)
+    shown = NEW if NEW in adaptive else CURRENT
     out = [
         f"| profile | target | workload | best static | goodput req/s | served share | {head} | "
-        "SLO windows (law) | oracle caps |",
-        "|---|---|---|---|---|---|" + "---|" * len(adaptive) + "---|---|",
+        f"{shown}: start-up / settled | SLO windows (law) | oracle caps |",
+        "|---|---|---|---|---|---|" + "---|" * len(adaptive) + "---|---|---|",
     ]
     for c in cells:
         best = c.scores[c.best_static]
         ratios = " | ".join(_f(c.ratio(p)) for p in adaptive)
         law = c.scores.get(NEW, c.scores[CURRENT])
+        start, settled = c.span_ratios(shown)
         out.append(
             f"| {c.profile} | {c.target} ({c.tpot_s * 1e3:.1f} ms) | {c.workload} | {c.best_static} | "
             f"{best.goodput_rps:.2f} | {100 * c.served_share:.0f} % | {ratios} | "
+            f"{_f(start)} / {_f(settled)} | "
             f"{100 * law.slo_windows:.0f} % | "
             f"{', '.join(map(str, c.oracle_caps))} |"
         )
@@ -217,6 +254,10 @@ def write(
         "",
         f"![heatmap: {shown} / best static](heatmap.png)",
         "",
+        "### Start-up and settled",
+        "",
+        spans_markdown(cells),
+        "",
         "## Reaction to a 2× load step (H200 8B, medium target)",
         "",
         reaction_markdown(reactions, reaction_slo_s) if reactions else "Not run (`--no-reaction`).",
@@ -234,7 +275,14 @@ def write(
             {
                 **{k: v for k, v in asdict(c).items() if k != "scores"},
                 "best_static": c.best_static,
-                "scores": {p: {**asdict(s), "vs_best_static": c.ratio(p)} for p, s in c.scores.items()},
+                "scores": {
+                    p: {
+                        **asdict(s),
+                        "vs_best_static": c.ratio(p),
+                        **dict(zip(SPAN_KEYS, c.span_ratios(p), strict=True)),
+                    }
+                    for p, s in c.scores.items()
+                },
             }
             for c in cells
         ],

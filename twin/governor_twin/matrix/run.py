@@ -118,6 +118,18 @@ class Cell:
             return float("nan")
         return self.scores[policy].goodput_rps / base if base > 0 else float("nan")
 
+    def span_ratios(self, policy: str) -> tuple[float, float]:
+        """(start-up, settled): the policy's goodput over the cell's best static's (the whole cell's choice)
+        in the first START_S and after it; nan where that static serves nothing in the span."""
+        if policy not in self.scores:
+            return float("nan"), float("nan")
+        ours, base = self.scores[policy], self.scores[self.best_static]
+
+        def over(a: float, b: float) -> float:
+            return a / b if b > 0 else float("nan")
+
+        return over(ours.start_goodput, base.start_goodput), over(ours.settled_goodput, base.settled_goodput)
+
 
 def _gpu(profile: EngineProfile) -> str | None:
     return "h200" if profile.name.startswith("h200") else None
