@@ -13,7 +13,7 @@ from governor_twin.matrix.__main__ import main as matrix_main
 from governor_twin.matrix.goodput import START_S, meets_both
 from governor_twin.matrix.profiles import PROFILES, derive_targets, get_profile
 from governor_twin.matrix.report import spans_markdown, summary_markdown, write
-from governor_twin.matrix.run import CURRENT, ORACLE, evaluate, load_law, static_caps
+from governor_twin.matrix.run import CURRENT, ORACLE, Cell, evaluate, load_law, static_caps
 from governor_twin.matrix.workloads import reference_capacity
 from governor_twin.scenarios import _shared_root
 
@@ -73,18 +73,24 @@ def test_missing_new_law_is_reported_not_raised() -> None:
     assert law is None and "skipped" in note
 
 
-def test_one_small_cell_produces_the_table(tmp_path: Path) -> None:
+def _steady_cpu_cell(phase_s: float, target: str) -> list[Cell]:
+    """The CPU profile's steady cell at one target, with its two largest static caps (no new law)."""
     prof = get_profile("cpu_tiny_llama")
-    cells = evaluate(
+    return evaluate(
         [(prof, derive_targets(prof))],
         ["steady"],
         None,
-        30.0,
+        phase_s,
         str(_shared_root()),
         jobs=1,
         cap_limit=2,
-        targets=("medium",),
+        targets=(target,),
     )
+
+
+def test_one_small_cell_produces_the_table(tmp_path: Path) -> None:
+    prof = get_profile("cpu_tiny_llama")
+    cells = _steady_cpu_cell(30.0, "medium")
     assert len(cells) == 1
     cell = cells[0]
     assert set(cell.scores) == {"static 16", "static 32", ORACLE, CURRENT}
@@ -105,17 +111,7 @@ def test_one_small_cell_produces_the_table(tmp_path: Path) -> None:
 def test_goodput_is_split_at_the_start_up_span() -> None:
     """A cell's goodput is also counted over the requests sent in the first START_S and after it: a law
     that starts at a wrong cap and settles shows its start-up apart from its settled behaviour."""
-    prof = get_profile("cpu_tiny_llama")
-    cells = evaluate(
-        [(prof, derive_targets(prof))],
-        ["steady"],
-        None,
-        60.0,
-        str(_shared_root()),
-        jobs=1,
-        cap_limit=2,
-        targets=("loose",),
-    )
+    cells = _steady_cpu_cell(60.0, "loose")
     cell = cells[0]
     for name, s in cell.scores.items():
         # the two spans partition the run: their request counts add up to the whole run's
