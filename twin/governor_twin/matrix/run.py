@@ -113,10 +113,9 @@ class Cell:
         return max(statics, key=lambda k: (self.scores[k].goodput_rps, self.scores[k].slo_windows))
 
     def ratio(self, policy: str) -> float:
-        base = self.scores[self.best_static].goodput_rps
         if policy not in self.scores:
             return float("nan")
-        return self.scores[policy].goodput_rps / base if base > 0 else float("nan")
+        return _over(self.scores[policy].goodput_rps, self.scores[self.best_static].goodput_rps)
 
     def span_ratios(self, policy: str) -> tuple[float, float]:
         """(start-up, settled): the policy's goodput over the cell's best static's (the whole cell's choice)
@@ -124,11 +123,13 @@ class Cell:
         if policy not in self.scores:
             return float("nan"), float("nan")
         ours, base = self.scores[policy], self.scores[self.best_static]
+        start = _over(ours.start_goodput, base.start_goodput)
+        return start, _over(ours.settled_goodput, base.settled_goodput)
 
-        def over(a: float, b: float) -> float:
-            return a / b if b > 0 else float("nan")
 
-        return over(ours.start_goodput, base.start_goodput), over(ours.settled_goodput, base.settled_goodput)
+def _over(goodput: float, base: float) -> float:
+    """A goodput over the best static's; nan where that static serves nothing."""
+    return goodput / base if base > 0 else float("nan")
 
 
 def _gpu(profile: EngineProfile) -> str | None:
