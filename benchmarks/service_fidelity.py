@@ -5,7 +5,9 @@ model (`governor.core.law.computed.queue_model`, the completions per second with
 per-token P99 of the quantile line. Beside them, one twin engine kept full at that cap on the cell's own
 request lengths: its completions per second, the TPOT P99 of its requests, and the running batch it held.
 The medians over the phase's ticks are printed; a ratio below 1 means the law thinks the cap serves less
-than it does (it then refuses cuts the queue could bear), above 1 more.
+than it does (it then refuses cuts the queue could bear), above 1 more. A last column gives what the engine's
+step costs alone say a full cap serves, by work conservation (`StepTimeModel.full_rate_rps`): the service a
+law could compute if the engine reported its step costs, which vLLM does not export today.
 
 This is a measure of the models, not of goodput: the matrix (`matrix_bench.py`) scores the decisions.
 
@@ -103,7 +105,7 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def _summary(cell: str, held: list[int], ratios: dict[int, tuple[float, float]]) -> str:
+def _summary(cell: str, held: list[int], ratios: dict[int, tuple[float, float, float]]) -> str:
     """One row: the ratios at the cap nearest the median held one, and their range at caps below half it."""
     middle = statistics.median(held)
     nearest = min(ratios, key=lambda c: abs(math.log(c / middle)))
@@ -116,7 +118,7 @@ def _summary(cell: str, held: list[int], ratios: dict[int, tuple[float, float]])
     at = ratios[nearest]
     return (
         f"| {cell} | {min(held)}-{max(held)} ({middle:g}) | {at[0]:.2f} (cap {nearest}) | {span(0)} "
-        f"| {at[1]:.2f} | {span(1)} |"
+        f"| {at[1]:.2f} | {span(1)} | {at[2]:.2f} | {span(2)} |"
     )
 
 
@@ -136,13 +138,15 @@ def main(argv: list[str] | None = None) -> int:
         "Per cell: the law governs it as in the matrix (150 s phases); over the last phase, the median of "
         "what its queue model predicts each cap serves (req/s with every slot busy) and what its quantile "
         "line predicts for the per-token P99, beside one twin engine kept full at the cap on that phase's "
-        "request lengths (req/s, TPOT P99 of its requests, mean running batch). Ratio: predicted / measured.",
+        "request lengths (req/s, TPOT P99 of its requests, mean running batch). Ratio: predicted / measured. "
+        "Step costs: the service the engine's step costs give by work conservation, over the same lengths.",
         "",
         "## Summary",
         "",
         "| cell | caps held (median) | service ratio: at the held cap | below half of it "
-        "| P99 ratio: at the held cap | below half of it |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| P99 ratio: at the held cap | below half of it | step costs' service ratio: at the held cap "
+        "| below half of it |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     summary_at = len(lines)
     for profile_name, workload in CELLS:
@@ -157,17 +161,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{statistics.median(seen.held):g}).",
             "",
             "| cap | served, full (req/s) | predicted | ratio | TPOT P99, full (ms) | predicted | ratio "
-            "| running, full |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| running, full | step costs (req/s) | ratio |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
-        ratios: dict[int, tuple[float, float]] = {}
+        ratios: dict[int, tuple[float, float, float]] = {}
         for cap in caps:
             rate, tpot, running = saturated(profile, cap, seen.prompts, seen.outputs)
             s_hat, p_hat = _median(seen.service[cap]), _median(seen.p99[cap])
-            ratios[cap] = (s_hat / rate, p_hat / tpot)
+            costed = profile.step.full_rate_rps(cap, seen.prompts.tolist(), seen.outputs.tolist())
+            ratios[cap] = (s_hat / rate, p_hat / tpot, costed / rate)
             lines.append(
                 f"| {cap} | {rate:.2f} | {s_hat:.2f} | {s_hat / rate:.2f} | {1e3 * tpot:.1f} | "
-                f"{1e3 * p_hat:.1f} | {p_hat / tpot:.2f} | {running:.1f} |"
+                f"{1e3 * p_hat:.1f} | {p_hat / tpot:.2f} | {running:.1f} | {costed:.2f} | "
+                f"{costed / rate:.2f} |"
             )
         print("\n".join(lines[-len(caps) - 7 :]), flush=True)
         lines.insert(summary_at, _summary(f"{profile_name} / {workload}", seen.held, ratios))

@@ -42,3 +42,28 @@ def test_the_queue_model_knows_what_the_held_cap_serves_on_the_h200_steady_cell(
     nearest = min(caps, key=lambda c: abs(np.log(c / held)))
     rate, _, _ = service_fidelity.saturated(profile, nearest, seen.prompts, seen.outputs)
     assert statistics.median(seen.service[nearest]) == pytest.approx(rate, rel=0.15)
+
+
+@pytest.mark.parametrize("profile_name", ["h200_llama8b", "cpu_tiny_llama", "h200_llama70b_derived"])
+@pytest.mark.parametrize("cap", [4, 16])
+def test_the_step_costs_give_a_full_caps_service_by_work_conservation(profile_name: str, cap: int) -> None:
+    # Short chats and long prompts with short outputs alike: the engine's time is its steps' costs.
+    profile = get_profile(profile_name)
+    chats = calibration_lengths(600)
+    rng, longest = np.random.default_rng(5), profile.max_model_len
+    long_prompts = (
+        rng.integers(longest // 2, longest * 3 // 4, 600).astype(np.int64),
+        rng.integers(8, 32, 600).astype(np.int64),
+    )
+    for prompts, outputs in (chats, long_prompts):
+        rate, _, _ = service_fidelity.saturated(profile, cap, prompts, outputs)
+        costed = profile.step.full_rate_rps(cap, prompts.tolist(), outputs.tolist())
+        assert costed == pytest.approx(rate, rel=0.05)
+
+
+def test_the_step_costs_service_refuses_what_it_cannot_price() -> None:
+    step = get_profile("h200_llama8b").step
+    with pytest.raises(ValueError):
+        step.full_rate_rps(0, [100.0], [10.0])
+    with pytest.raises(ValueError):
+        step.full_rate_rps(4, [100.0], [])

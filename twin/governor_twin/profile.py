@@ -17,6 +17,7 @@ request feels at once: that is where the real CPU runtime's latency tail comes f
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from typing import Any
@@ -40,6 +41,21 @@ class StepTimeModel:
             + self.per_kv_token_s * kv_tokens
             + self.per_prefill_token_s * prefill_tokens
         )
+
+    def full_rate_rps(self, cap: int, prompts: Sequence[float], outputs: Sequence[float]) -> float:
+        """Requests per second with all `cap` slots always busy, by work conservation: the engine's time
+        is the sum of its steps' costs, so a request costs its prompt's prefill tokens, its share (1 /
+        cap) of each decode step's fixed cost, its own per-sequence cost, and its decodes' context
+        reads; the stalls take their share of the time. No queueing model and no measured latency: only
+        the step costs, so it says what a law that knew them could know of a cap's service."""
+        if cap < 1 or not len(prompts) or len(prompts) != len(outputs):
+            raise ValueError("need cap >= 1 and as many outputs as prompts, at least one")
+        per_token = self.base_s / cap + self.per_seq_s
+        cost = sum(
+            self.per_prefill_token_s * p + o * (per_token + self.per_kv_token_s * (p + o / 2))
+            for p, o in zip(prompts, outputs, strict=True)
+        )
+        return (1.0 - self.stall_rate_per_s * self.stall_mean_s) * len(prompts) / cost
 
 
 @dataclass(frozen=True)
