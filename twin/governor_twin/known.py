@@ -1,0 +1,115 @@
+"""A cap policy that knows the engine exactly, for the benchmark: what a law that had learned the engine's
+step costs could do with the load it measures (issue 12: "the cap can be computed, not searched for").
+
+Every tick it takes the window's arrival rate and the lengths of the requests finished in it, draws the
+next `horizon_s` of Poisson arrivals with those lengths (today's backlog queued first), replays them on the
+twin's own engine model at each candidate cap, and holds the cap whose replay keeps the most requests within
+both bounds (the largest within 1 % of the best: above the batch the load runs at, a cap binds nothing).
+It is an oracle twice over: the engine model is the one the benchmark runs (no law is told the step costs,
+and vLLM does not report them), and the lengths are the requests' own, where a law reads histograms. What
+it measures is the distance between the law and a law with perfect knowledge of the engine, measured load
+and a window's lag; the per-phase oracle, which knows the future load, bounds both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from governor.core.law import Observation
+
+from governor_twin.engine import Engine
+from governor_twin.profile import EngineProfile
+
+DRAIN_S = 30.0  # past the horizon, the time the replay lets its last requests finish
+
+
+def candidate_caps(low: int, high: int, ratio: float) -> list[int]:
+    """`low`, then caps `ratio` apart (at least one apart), up to and including `high`."""
+    caps, cap = [], low
+    while cap < high:
+        caps.append(cap)
+        cap = max(cap + 1, round(cap * ratio))
+    return [*caps, high]
+
+
+def within_both(
+    profile: EngineProfile,
+    cap: int,
+    sent: np.ndarray,
+    prompts: np.ndarray,
+    outputs: np.ndarray,
+    backlog: int,
+    horizon_s: float,
+    tpot_s: float,
+    ttft_s: float | None,
+) -> float:
+    """Requests per second of the replay's arrivals (the backlog, the first `backlog`, is load only) that
+    finish within both bounds at `cap`."""
+    engine = Engine(profile, cap=cap)
+    engine.submit_many(sent, prompts, outputs)
+    engine.advance(horizon_s + (ttft_s or 0.0) + DRAIN_S)
+    n = engine.n
+    first, finish, out = engine.first_token[:n], engine.finish[:n], engine.max_tokens[:n]
+    done = np.isfinite(finish)
+    with np.errstate(invalid="ignore"):
+        tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), 0.0)
+        good = done & (tpot <= tpot_s)
+        if ttft_s is not None:
+            good &= first - engine.sent[:n] <= ttft_s
+    return float(good[backlog:].sum()) / horizon_s
+
+
+@dataclass
+class KnownEnginePolicy:
+    profile: EngineProfile
+    tpot_s: float
+    ttft_s: float | None
+    tick_s: float = 5.0
+    window_s: float = 30.0
+    horizon_s: float = 60.0
+    ratio: float = 1.4
+    name: str = "engine known (replay)"
+    engine: Engine | None = None
+    cap: int = 0
+    last_reason: str = ""
+    token_budget: int | None = field(default=None)
+
+    def watch(self, engine: Engine) -> None:
+        """The engine whose finished requests and arrivals the policy reads (sim.run hands it over)."""
+        self.engine = engine
+
+    def start(self, ceiling: int) -> int:
+        self.cap = ceiling
+        return ceiling
+
+    def decide(self, obs: Observation) -> int:
+        engine, now = self.engine, obs.now_s
+        if engine is None:
+            raise RuntimeError("KnownEnginePolicy reads its engine: sim.run hands it over through watch()")
+        n = engine.n
+        finish, sent = engine.finish[:n], engine.sent[:n]
+        recent = np.nonzero((finish > now - self.window_s) & (finish <= now))[0]
+        span = min(self.window_s, now)  # the first window is not yet full
+        rate = float(((sent > now - span) & (sent <= now)).sum()) / span if span > 0 else 0.0
+        if recent.size < 10 or rate <= 0:
+            self.last_reason = "no load measured: held"
+            return self.cap
+        rng = np.random.default_rng(round(now * 1000))
+        count = int(rng.poisson(rate * self.horizon_s))
+        backlog = round(obs.waiting or 0.0)
+        pick = rng.choice(recent, count + backlog)
+        arrivals = np.concatenate([np.zeros(backlog), np.sort(rng.uniform(0, self.horizon_s, count))])
+        prompts, outputs = engine.prompt[pick], engine.max_tokens[pick]
+        caps = candidate_caps(1, self.profile.ceiling, self.ratio)
+        kept = [
+            within_both(
+                self.profile, c, arrivals, prompts, outputs, backlog, self.horizon_s, self.tpot_s, self.ttft_s
+            )
+            for c in caps
+        ]
+        best = max(kept)
+        if best > 0:
+            self.cap = max(c for c, k in zip(caps, kept, strict=True) if k >= 0.99 * best)
+        self.last_reason = f"replay: cap {self.cap} keeps {best:.3g} req/s within both ({rate:.3g} arriving)"
+        return self.cap
