@@ -19,11 +19,12 @@ import statistics
 import time
 from multiprocessing import Pool
 from pathlib import Path
+from typing import Any
 
 from governor.core.law import computed_decide
 from governor_twin.known import KnownEnginePolicy
 from governor_twin.matrix.goodput import score
-from governor_twin.matrix.profiles import derive_targets, get_profile, saturated_tpot_p99
+from governor_twin.matrix.profiles import derive_targets, get_profile
 from governor_twin.matrix.report import SERVED
 from governor_twin.matrix.run import _gpu, new_law_policy, scenarios
 from governor_twin.scenarios import _shared_root
@@ -35,25 +36,24 @@ PHASE_S = 150.0  # the matrix's phase
 BELOW = 0.95  # the issue's goal for the worst cell
 
 
-def committed(seed: int) -> dict[str, dict[str, object]]:
+def committed(seed: int) -> dict[str, dict[str, Any]]:
     """The committed matrix report's cells for this draw, by "profile/target/workload"."""
     path = RESULTS / (f"seed_{seed}/results.json" if seed else "results.json")
     cells = json.loads(path.read_text())["cells"]
     return {f"{c['profile']}/{c['target']}/{c['workload']}": c for c in cells}
 
 
-def best_static(cell: dict[str, object]) -> float:
-    scores = cell["scores"]
-    assert isinstance(scores, dict)
-    return max(float(v["goodput_rps"]) for k, v in scores.items() if k.startswith("static"))
+def best_static(cell: dict[str, Any]) -> float:
+    """The goodput of the cell's best static cap, as the matrix chose it."""
+    return float(cell["scores"][cell["best_static"]]["goodput_rps"])
 
 
-def losing(cells: dict[str, dict[str, object]]) -> list[str]:
+def losing(cells: dict[str, dict[str, Any]]) -> list[str]:
     """The served cells where the committed law keeps under BELOW x the best static's goodput."""
     names = []
     for name, cell in cells.items():
-        best, offered = best_static(cell), float(cell["offered_rps"])  # type: ignore[arg-type]
-        law = float(cell["scores"]["new law"]["goodput_rps"])  # type: ignore[index]
+        best, offered = best_static(cell), float(cell["offered_rps"])
+        law = float(cell["scores"]["new law"]["goodput_rps"])
         if best >= SERVED * offered and law < BELOW * best:
             names.append(name)
     return names
@@ -65,7 +65,7 @@ def job(args: tuple[str, int]) -> tuple[str, float, float, float]:
     began = time.monotonic()
     profile_name, target, workload = name.split("/")
     profile = get_profile(profile_name)
-    targets = derive_targets(profile, saturated_tpot_p99(get_profile("h200_llama8b"), 1))
+    targets = derive_targets(profile)
     plan = scenarios([(profile, targets)], [workload], PHASE_S, str(_shared_root()), [target], seed)[0]
     _, tpot_s, ttft_s = plan.judge[0]
     scenario = plan.judged(tpot_s, ttft_s)

@@ -24,6 +24,13 @@ def test_the_candidate_caps_span_the_range_in_steps() -> None:
     assert all(b <= max(a + 1, round(a * 1.4)) for a, b in itertools.pairwise(caps))
 
 
+def test_the_policy_refuses_settings_it_cannot_run() -> None:
+    with pytest.raises(ValueError, match="ratio"):
+        KnownEnginePolicy(get_profile("h200_llama8b"), 0.05, 2.5, ratio=1.0)
+    with pytest.raises(ValueError, match="horizon"):
+        KnownEnginePolicy(get_profile("h200_llama8b"), 0.05, 2.5, horizon_s=0.0)
+
+
 def test_the_policy_says_it_needs_its_engine() -> None:
     policy = KnownEnginePolicy(get_profile("h200_llama8b"), 0.05, 2.5)
     with pytest.raises(RuntimeError, match="watch"):

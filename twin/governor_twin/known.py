@@ -13,7 +13,7 @@ and a window's lag; the per-phase oracle, which knows the future load, bounds bo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from governor.core.law import Observation
@@ -73,7 +73,11 @@ class KnownEnginePolicy:
     engine: Engine | None = None
     cap: int = 0
     last_reason: str = ""
-    token_budget: int | None = field(default=None)
+    token_budget: int | None = None  # the engine keeps its own
+
+    def __post_init__(self) -> None:
+        if min(self.tick_s, self.window_s, self.horizon_s, self.tpot_s) <= 0 or self.ratio <= 1:
+            raise ValueError("tick, window, horizon and TPOT bound must be positive, and the ratio above 1")
 
     def watch(self, engine: Engine) -> None:
         """The engine whose finished requests and arrivals the policy reads (sim.run hands it over)."""
