@@ -38,6 +38,24 @@ RUNTIME_CEILING = "vllm_governor:max_num_seqs"
 RUNTIME_TOKEN_BUDGET = "vllm_governor:max_num_scheduled_tokens"
 RUNTIME_PROMPT_P95 = "vllm_governor:prompt_tokens_p95"
 RUNTIME_LONG_PROMPTS = "vllm_governor:long_prompts_total"
+# What the engine's steps did, as counters: the seconds its steps took (from a step's scheduling, or the
+# previous step's end where batches overlap, to its output), the steps that ran, and over those steps the
+# sequences scheduled, the context tokens the decoding sequences held, and the prefill tokens computed. Their
+# rates over a few seconds fit the step's costs (governor.core.levers.steps): what one more sequence, one
+# more token of context and one more prefill token add to a step.
+RUNTIME_STEP_SECONDS = "vllm_governor:engine_step_seconds_total"
+RUNTIME_STEPS = "vllm_governor:engine_steps_total"
+RUNTIME_STEP_SEQUENCES = "vllm_governor:engine_step_sequences_total"
+RUNTIME_STEP_CONTEXT_TOKENS = "vllm_governor:engine_step_context_tokens_total"
+RUNTIME_STEP_PREFILL_TOKENS = "vllm_governor:engine_step_prefill_tokens_total"
+# The snapshot's key for each (the EngineCore utility's answer), in the counters' order.
+STEP_COUNTERS: Mapping[str, str] = {
+    "step_seconds_total": RUNTIME_STEP_SECONDS,
+    "steps_total": RUNTIME_STEPS,
+    "step_sequences_total": RUNTIME_STEP_SEQUENCES,
+    "step_context_tokens_total": RUNTIME_STEP_CONTEXT_TOKENS,
+    "step_prefill_tokens_total": RUNTIME_STEP_PREFILL_TOKENS,
+}
 # A prompt longer than this x the windowed prompt P95 counts as long (the seed's 1.3); the operator sets the
 # variable from spec.adaptive.longTail.promptFactor only when it differs, so pods of a default spec keep
 # their template (an operator upgrade restarts no engine).

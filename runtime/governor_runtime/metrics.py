@@ -24,6 +24,13 @@ LABELS = contract.METRIC_LABELS
 PER_TOKEN_BUCKETS, REQUEST_BUCKETS = contract.PER_TOKEN_BUCKETS, contract.REQUEST_BUCKETS
 __all__ = ["DEFAULT_BUCKETS", "PER_TOKEN_BUCKETS", "REQUEST_BUCKETS", "RuntimeMetrics"]
 DEFAULT_BUCKETS: Mapping[str, tuple[float, ...]] = contract.VLLM_BUCKET_FAMILIES
+_STEP_HELP = {
+    "step_seconds_total": "Seconds the engine's steps took, scheduling to output applied",
+    "steps_total": "Engine steps that ran a batch",
+    "step_sequences_total": "Sequences scheduled, summed over steps",
+    "step_context_tokens_total": "Context tokens held by the decoding sequences, summed over steps",
+    "step_prefill_tokens_total": "Prefill tokens computed, summed over steps",
+}
 
 
 class RuntimeMetrics:
@@ -55,7 +62,11 @@ class RuntimeMetrics:
             "Prompts longer than a factor (1.3 unless set) x the windowed prompt P95",
             LABELS,
         )
-        self._long_seen: dict[str, int] = {}
+        self.step_counters = {
+            key: Counter(name.removesuffix("_total"), _STEP_HELP[key], LABELS)
+            for key, name in contract.STEP_COUNTERS.items()
+        }
+        self._seen: dict[tuple[str, str], float] = {}
 
     def publish_limits(self, model_name: str, engine: Mapping[str, Any]) -> None:
         labels = (model_name, str(engine["engine"]))
@@ -64,15 +75,18 @@ class RuntimeMetrics:
         self.token_budget.labels(*labels).set(engine["token_budget"])
 
     def publish_snapshot(self, model_name: str, engine: Mapping[str, Any]) -> None:
-        """Limits plus the prompt window; the engine's long-prompt total becomes counter increments."""
+        """Limits plus the prompt window; the engine's totals (long prompts, steps) become counter
+        increments. A total the engine does not report (an older runtime in the EngineCore) is skipped."""
         self.publish_limits(model_name, engine)
         key = str(engine["engine"])
         self.prompt_p95.labels(model_name, key).set(engine["prompt_tokens_p95"])
-        total = int(engine["long_prompts_total"])
-        counter = self.long_prompts.labels(model_name, key)
-        if not self.publish_counter:
-            return
-        seen = self._long_seen.get(key, 0)
-        if total > seen:
-            counter.inc(total - seen)
-        self._long_seen[key] = total
+        counters = {"long_prompts_total": self.long_prompts, **self.step_counters}
+        for total_key, family in counters.items():
+            counter = family.labels(model_name, key)
+            total = engine.get(total_key)
+            if not self.publish_counter or total is None:
+                continue
+            seen = self._seen.get((key, total_key), 0.0)
+            if float(total) > seen:
+                counter.inc(float(total) - seen)
+            self._seen[(key, total_key)] = float(total)

@@ -12,17 +12,21 @@ import logging
 import os
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from governor_runtime import vllm_compat
 from governor_runtime.contract import LONG_PROMPT_FACTOR
 from governor_runtime.limits import Bounds, LimitsError, resolve
 from governor_runtime.prompts import PromptWindow, long_factor
+from governor_runtime.steps import StepClock
 
 logger = logging.getLogger(__name__)
 
 _windows: weakref.WeakKeyDictionary[Any, PromptWindow] = weakref.WeakKeyDictionary()
 _long_factor = LONG_PROMPT_FACTOR  # read from the environment once, in register(), never per request
+_clocks: weakref.WeakKeyDictionary[Any, StepClock] = weakref.WeakKeyDictionary()
+_timing = True  # off for good after the first failure: a step is never broken for a metric
 
 
 def _window(core: Any) -> PromptWindow:
@@ -34,6 +38,44 @@ def _window(core: Any) -> PromptWindow:
 
 def observe_prompt(core: Any, prompt_tokens: int) -> None:
     _window(core).observe(time.monotonic(), prompt_tokens)
+
+
+def _clock(scheduler: Any) -> StepClock:
+    clock = _clocks.get(scheduler)
+    if clock is None:
+        clock = _clocks[scheduler] = StepClock()
+    return clock
+
+
+StepHook = Callable[[Any, Any, float], None]
+
+
+def _timed(record: StepHook) -> StepHook:
+    """Run a step hook; its first failure (a vLLM whose scheduler moved on) turns the timing off, logged."""
+
+    def hook(scheduler: Any, output: Any, at: float) -> None:
+        global _timing
+        if not _timing:
+            return
+        try:
+            record(scheduler, output, at)
+        except Exception:
+            _timing = False
+            logger.warning(
+                "governor: step timing is off: this vLLM's scheduler is not the one read", exc_info=True
+            )
+
+    return hook
+
+
+@_timed
+def step_scheduled(scheduler: Any, output: Any, started: float) -> None:
+    _clock(scheduler).scheduled(id(output), started, vllm_compat.step_work(scheduler, output))
+
+
+@_timed
+def step_applied(scheduler: Any, output: Any, ended: float) -> None:
+    _clock(scheduler).applied(id(output), ended)
 
 
 def get_limits(core: Any) -> dict[str, int]:
@@ -60,13 +102,14 @@ def set_limits(core: Any, cap: int | None = None, token_budget: int | None = Non
 
 
 def snapshot(core: Any) -> dict[str, Any]:
-    """Limits plus the prompt window, for the metrics."""
+    """Limits, the prompt window and the step totals, for the metrics."""
     stats = _window(core).stats(time.monotonic())
     return {
         **get_limits(core),
         "prompt_tokens_p95": stats.p95,
         "long_prompts_total": stats.long_prompts_total,
         "prompts_in_window": stats.prompts_in_window,
+        **_clock(core.scheduler).totals.as_dict(),
     }
 
 
@@ -84,3 +127,4 @@ def register() -> None:
         }
     )
     vllm_compat.wrap_add_request(observe_prompt)
+    vllm_compat.wrap_steps(step_scheduled, step_applied)

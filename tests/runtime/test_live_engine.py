@@ -13,6 +13,7 @@ from governor.core import signals
 from governor_dev import loadgen
 
 from tests.support.engine import LIMITS_PATH, Engine, prompt_ids
+from tests.support.steps import STEP_SERIES, check_step_accounting
 
 pytestmark = pytest.mark.vllm
 
@@ -322,3 +323,11 @@ def test_long_prompts_are_counted_against_the_windowed_p95(engine: Engine) -> No
     while (engine.metric(signals.RUNTIME_LONG_PROMPTS, engine="0") or 0.0) < before + 1:
         assert time.monotonic() < deadline, "the long prompt was not counted"
         time.sleep(0.25)
+
+
+async def test_step_counters_account_for_every_token(engine: Engine) -> None:
+    def totals() -> list[float]:
+        text = engine.metrics_text()
+        return [engine.metric(name, text, engine="0") or 0.0 for name in STEP_SERIES]
+
+    await check_step_accounting(engine.base_url, engine.completion_body, totals)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from governor.core import signals
-from governor_runtime import auth, metrics, vllm_compat
+from governor_runtime import auth, metrics, steps, vllm_compat
 from governor_runtime.launcher import (
     ENDPOINT_PLUGIN,
     GENERAL_PLUGIN,
@@ -236,9 +236,11 @@ def test_metrics_in_vllms_multiprocess_registry(tmp_path: Path) -> None:
 
         series = RuntimeMetrics()
         engine = {"engine": 0, "cap": 5, "ceiling": 32, "token_budget": 2048,
-                  "prompt_tokens_p95": 120.0, "long_prompts_total": 3}
+                  "prompt_tokens_p95": 120.0, "long_prompts_total": 3, "step_seconds_total": 1.5,
+                  "steps_total": 10.0, "step_sequences_total": 40.0, "step_context_tokens_total": 900.0,
+                  "step_prefill_tokens_total": 64.0}
         series.publish_snapshot("m", engine)
-        series.publish_snapshot("m", {**engine, "long_prompts_total": 4})
+        series.publish_snapshot("m", {**engine, "long_prompts_total": 4, "step_seconds_total": 2.25})
         print(generate_latest(get_prometheus_registry()).decode())
         """
     )
@@ -250,3 +252,41 @@ def test_metrics_in_vllms_multiprocess_registry(tmp_path: Path) -> None:
     assert 'vllm_governor:max_num_scheduled_tokens{engine="0",model_name="m"} 2048.0' in text
     assert 'vllm_governor:prompt_tokens_p95{engine="0",model_name="m"} 120.0' in text
     assert 'vllm_governor:long_prompts_total{engine="0",model_name="m"} 4.0' in text
+    assert 'vllm_governor:engine_step_seconds_total{engine="0",model_name="m"} 2.25' in text
+    assert 'vllm_governor:engine_step_context_tokens_total{engine="0",model_name="m"} 900.0' in text
+
+
+@pytest.mark.parametrize(
+    ("scheduled", "computed_after", "prompt", "known", "split"),
+    [
+        (40, 40, 40, 40, (40, 0)),  # a whole prompt in one step
+        (16, 32, 40, 40, (16, 0)),  # a middle chunk
+        (8, 40, 40, 40, (8, 0)),  # the last chunk: it samples the first token, still prefill
+        (1, 41, 40, 41, (0, 40)),  # a decode reads the 40 tokens before it
+        (3, 43, 40, 41, (0, 40)),  # a decode with two speculative tokens
+        (46, 46, 40, 47, (46, 0)),  # a preempted request recomputes prompt and output
+    ],
+)
+def test_a_requests_tokens_split_into_prefill_and_decode_context(
+    scheduled: int, computed_after: int, prompt: int, known: int, split: tuple[int, int]
+) -> None:
+    assert steps.split_tokens(scheduled, computed_after, prompt, known) == split
+
+
+def test_step_clock_counts_busy_time_once_where_batches_overlap() -> None:
+    clock = steps.StepClock()
+    clock.scheduled(1, 10.0, steps.StepWork(4, 400, 0))
+    clock.applied(1, 10.5)  # a step alone: scheduled to applied
+    clock.scheduled(2, 11.0, steps.StepWork(5, 410, 30))
+    clock.scheduled(3, 11.2, steps.StepWork(5, 415, 0))  # scheduled while 2 runs (async scheduling)
+    clock.applied(2, 11.4)
+    clock.applied(3, 11.9)  # counts from 2's end, not from its own scheduling
+    clock.scheduled(4, 12.0, steps.StepWork(0, 0, 0))  # an empty batch is no step
+    clock.applied(4, 12.1)
+    clock.applied(99, 13.0)  # never scheduled: nothing
+    t = clock.totals
+    assert t.seconds == pytest.approx(0.5 + 0.4 + 0.5)
+    assert (t.steps, t.sequences, t.context_tokens, t.prefill_tokens) == (3, 14, 1225, 30)
+    for batch in range(100, 100 + steps.MAX_IN_FLIGHT + 5):  # batches never applied are forgotten
+        clock.scheduled(batch, 20.0, steps.StepWork(1, 1, 0))
+    assert len(clock._in_flight) == steps.MAX_IN_FLIGHT

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -12,6 +13,8 @@ from governor.core import signals
 from governor_twin.profile import load_profile, with_limits
 from governor_twin.server import Hosted, hosted
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.steps import STEP_SERIES, check_step_accounting
 
 TOKEN = "twin-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -155,3 +158,14 @@ def test_one_process_hosts_engines_on_several_ports(twins: Hosted) -> None:
         assert httpx.get(url + "/health").status_code == 200
         text = httpx.get(url + "/metrics").text
         assert samples(text, signals.RUNTIME_CEILING) == [({"model_name": "twin", "engine": str(i)}, 32.0)]
+
+
+async def test_step_counters_keep_the_runtimes_contract(twins: Hosted) -> None:
+    def totals() -> list[float]:
+        text = httpx.get(twins.base_urls[0] + "/metrics").text
+        return [sum(value for _, value in samples(text, name)) for name in STEP_SERIES]
+
+    def body(prompt: list[int], max_tokens: int) -> dict[str, Any]:
+        return {"model": "twin", "prompt": prompt, "max_tokens": max_tokens}
+
+    await check_step_accounting(twins.base_urls[0], body, totals)

@@ -35,8 +35,13 @@ __all__ = ["DONE", "PENDING", "REJECTED", "RUNNING", "WAITING", "Engine", "StepS
 
 @dataclass
 class StepStats:
+    """The runtime's step counters (governor_runtime.contract.STEP_COUNTERS), kept the same way."""
+
     steps: int = 0
     busy_s: float = 0.0
+    sequences: int = 0
+    context_tokens: float = 0.0  # held by the decoding sequences, summed over steps
+    prefill_tokens: int = 0
 
 
 class Engine(RequestTable):
@@ -202,6 +207,8 @@ class Engine(RequestTable):
         self.clock += total
         self.stats.steps += k
         self.stats.busy_s += total
+        self.stats.sequences += k * b
+        self.stats.context_tokens += k * kv0 + b * k * (k - 1) / 2.0
         self.generation_tokens_total += k * b
         done = ids[self.generated[ids] >= self.max_tokens[ids]]
         if done.size:
@@ -280,6 +287,9 @@ class Engine(RequestTable):
         self.clock += dt
         self.stats.steps += 1
         self.stats.busy_s += dt
+        self.stats.sequences += n_seqs
+        self.stats.context_tokens += kv
+        self.stats.prefill_tokens += prefill_tokens
         self.prompt_tokens_total += float(all_sched[active & ~is_decode].sum())
         sampled = all_ids[active & (self.computed[all_ids] == known)]
         if sampled.size:

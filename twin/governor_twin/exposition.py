@@ -88,6 +88,22 @@ class TwinCollector:
         yield counter(
             signals.RUNTIME_LONG_PROMPTS, "Prompts above 1.3 x the windowed P95.", twin.long_prompts
         )
+        steps = e.stats
+        yield counter(signals.RUNTIME_STEP_SECONDS, "Seconds the engine's steps took.", steps.busy_s)
+        yield counter(signals.RUNTIME_STEPS, "Engine steps that ran a batch.", steps.steps)
+        yield counter(
+            signals.RUNTIME_STEP_SEQUENCES, "Sequences scheduled, summed over steps.", steps.sequences
+        )
+        yield counter(
+            signals.RUNTIME_STEP_CONTEXT_TOKENS,
+            "Context tokens held by the decoding sequences, summed over steps.",
+            steps.context_tokens,
+        )
+        yield counter(
+            signals.RUNTIME_STEP_PREFILL_TOKENS,
+            "Prefill tokens computed, summed over steps.",
+            steps.prefill_tokens,
+        )
 
 
 def metrics_text(twin: TwinEngine) -> str:

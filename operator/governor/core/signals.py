@@ -30,6 +30,11 @@ from governor_runtime.contract import (  # re-exported for the operator's module
     RUNTIME_CEILING,
     RUNTIME_LONG_PROMPTS,
     RUNTIME_PROMPT_P95,
+    RUNTIME_STEP_CONTEXT_TOKENS,
+    RUNTIME_STEP_PREFILL_TOKENS,
+    RUNTIME_STEP_SECONDS,
+    RUNTIME_STEP_SEQUENCES,
+    RUNTIME_STEPS,
     RUNTIME_TOKEN_BUDGET,
     TPOT,
     TTFT,
@@ -52,6 +57,8 @@ OP_MODEL_PER_TOKEN_CAP = "governor_model_per_token_cap"
 OP_MODEL_QUEUE_FLOOR = "governor_model_queue_floor"
 OP_MODEL_ARRIVALS = "governor_model_arrivals_rps"
 OP_MODEL_SERVICE = "governor_model_service_rps"
+# What one engine step costs, as the levers law fits it on the runtime's step counters (label: part).
+OP_MODEL_STEP_COST = "governor_model_step_cost_seconds"
 OP_RECONCILES = "governor_reconciles_total"
 OP_RECONCILE_ERRORS = "governor_reconcile_errors_total"
 OP_MANAGED = "governor_managed_objects"
@@ -102,6 +109,7 @@ __all__ = [
     "OP_MODEL_PER_TOKEN_CAP",
     "OP_MODEL_QUEUE_FLOOR",
     "OP_MODEL_SERVICE",
+    "OP_MODEL_STEP_COST",
     "OP_P99",
     "OP_P99_SMOOTHED",
     "OP_RECONCILES",
@@ -120,6 +128,11 @@ __all__ = [
     "RUNTIME_CEILING",
     "RUNTIME_LONG_PROMPTS",
     "RUNTIME_PROMPT_P95",
+    "RUNTIME_STEPS",
+    "RUNTIME_STEP_CONTEXT_TOKENS",
+    "RUNTIME_STEP_PREFILL_TOKENS",
+    "RUNTIME_STEP_SECONDS",
+    "RUNTIME_STEP_SEQUENCES",
     "RUNTIME_TOKEN_BUDGET",
     "TPOT",
     "TTFT",
