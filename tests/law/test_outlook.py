@@ -10,6 +10,7 @@ from dataclasses import replace
 from governor.adapters import opmetrics
 from governor.core import signals
 from governor.core.law import LAWS, LawConfig, LawState, Outlook
+from governor.core.levers.steps import StepCosts
 from governor.core.reading import Reading
 from governor.services.control import Applied, Observed, StepReport
 from prometheus_client import REGISTRY
@@ -83,8 +84,8 @@ def test_the_rule_table_has_no_outlook() -> None:
         state = d.state
 
 
-def _sample(name: str) -> float | None:
-    return REGISTRY.get_sample_value(name, {"namespace": "test-outlook", "name": "svc"})
+def _sample(name: str, **labels: str) -> float | None:
+    return REGISTRY.get_sample_value(name, {"namespace": "test-outlook", "name": "svc", **labels})
 
 
 def test_the_step_exports_the_outlook_and_nan_where_the_models_say_nothing() -> None:
@@ -98,8 +99,15 @@ def test_the_step_exports_the_outlook_and_nan_where_the_models_say_nothing() -> 
         desired_replicas=None,
     )
     try:
-        told = Outlook(per_token_cap=40, queue_floor=None, arrivals_rps=12.5, service_rps=30.0)
+        step = StepCosts(base_s=0.005, per_context_token_s=2e-8, per_prefill_token_s=3e-5)
+        told = Outlook(
+            per_token_cap=40, queue_floor=None, arrivals_rps=12.5, service_rps=30.0, step_costs=step
+        )
         opmetrics.export_step("test-outlook", "svc", cfg, _with(report, told))
+        assert _sample(signals.OP_MODEL_STEP_COST, part="base") == 0.005
+        assert _sample(signals.OP_MODEL_STEP_COST, part="prefill_token") == 3e-5
+        per_sequence = _sample(signals.OP_MODEL_STEP_COST, part="sequence")
+        assert per_sequence is not None and math.isnan(per_sequence)  # not told apart from the base yet
         assert _sample(signals.OP_MODEL_PER_TOKEN_CAP) == 40
         assert _sample(signals.OP_MODEL_ARRIVALS) == 12.5
         assert _sample(signals.OP_MODEL_SERVICE) == 30.0
@@ -109,6 +117,8 @@ def test_the_step_exports_the_outlook_and_nan_where_the_models_say_nothing() -> 
         for name in (signals.OP_MODEL_PER_TOKEN_CAP, signals.OP_MODEL_ARRIVALS, signals.OP_MODEL_SERVICE):
             value = _sample(name)
             assert value is not None and math.isnan(value), name
+        base = _sample(signals.OP_MODEL_STEP_COST, part="base")
+        assert base is not None and math.isnan(base)
     finally:
         opmetrics.forget_service("test-outlook", "svc")
 

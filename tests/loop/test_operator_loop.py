@@ -139,6 +139,19 @@ async def test_status_reports_the_cap_the_engine_holds_and_follows_prometheus(
             what="the models' outlook in status",
         )
 
+        # What the engine's steps cost, fitted on the runtime's step counters through Prometheus: the mean
+        # step at once, the parts as the load tells them apart (never negative).
+        def step_learned() -> bool:
+            step = (status(c, ns).get("outlook") or {}).get("step") or {}
+            assert all(value >= 0 for value in step.values() if value is not None), step
+            return (step.get("meanMs") or 0) > 0
+
+        await eventually(
+            step_learned,
+            timeout=20,
+            what="the engine's step costs in status",
+        )
+
         with prom.stopped():
             await eventually(
                 lambda: c.condition(ns, NAME, "MetricsAvailable")["status"] == "False",  # type: ignore[index]

@@ -256,10 +256,13 @@ async def test_real_prometheus_reads_the_lever_models_means(prometheus_for: Conf
 
 def test_one_query_per_signal_whatever_the_number_of_services() -> None:
     exprs = promql.queries(promql.OPERATOR, 30, 10, {(LatencyKind.TPOT, 0.99), (LatencyKind.TTFT, 0.99)})
-    # TPOT and TTFT at the one quantile asked for, the scalar signals, four means, the scrape time
+    # TPOT and TTFT at the one quantile asked for, the scalar signals, the means, the step counters' rates
+    # (over the gauge window) and the scrape time
     assert sorted(exprs) == sorted(
         ["latency:tpot:0.99", "latency:ttft:0.99", "running", "waiting", "queue_growth", "kv_usage",
          "preemption_rate", "request_rate", "prompt_p95", "long_prompt_rate", "cap", "token_budget",
-         *promql.MEANS, "last_scrape"]
+         *promql.MEANS, *promql.STEP_RATES, "last_scrape"]
     )  # fmt: skip
     assert f"rate({signals.TPOT}_sum" in exprs["tpot_mean_s"] and "_count" in exprs["tpot_mean_s"]
+    step = exprs["step_seconds_rate"]  # over the gauge window (10 s), not the latency window
+    assert f"rate({signals.RUNTIME_STEP_SECONDS}" in step and "[10000ms]" in step

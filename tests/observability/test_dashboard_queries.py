@@ -72,6 +72,7 @@ def populated(
     opmetrics.MODEL_QUEUE_FLOOR.labels(**labels).set(4)
     opmetrics.MODEL_ARRIVALS.labels(**labels).set(3.0)
     opmetrics.MODEL_SERVICE.labels(**labels).set(5.0)
+    opmetrics.MODEL_STEP_COST.labels(**labels, part="base").set(0.0012)
     stop = threading.Event()
     loader = threading.Thread(target=_load, args=(engine, stop), daemon=True)
     try:
@@ -99,6 +100,7 @@ def populated(
             opmetrics.MODEL_SERVICE,
         ):
             gauge.remove(NAMESPACE, ISVC)
+        opmetrics.MODEL_STEP_COST.remove(NAMESPACE, ISVC, "base")
 
 
 def _concrete(expr: str) -> str:

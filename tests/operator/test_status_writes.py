@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from governor.core import status as status_builders
 from governor.core.law import LAWS, Decision, LawConfig, Observation, Outlook, initial_state
+from governor.core.levers.steps import StepCosts
 
 from tests.support.status import loop_patch
 
@@ -99,10 +100,22 @@ def test_status_carries_what_the_models_said_and_clears_it_when_they_say_nothing
     assert _status_of(decision)["outlook"] is None  # null: a merge patch removes the last tick's figures
     seen = Outlook(per_token_cap=41, queue_floor=12, arrivals_rps=7.123456, service_rps=9.87654)
     outlook = _status_of(replace(decision, outlook=seen))["outlook"]
-    assert outlook == {"perTokenCap": 41, "queueFloor": 12, "arrivalsRps": 7.123, "serviceRps": 9.877}
+    assert outlook == {
+        "perTokenCap": 41,
+        "queueFloor": 12,
+        "arrivalsRps": 7.123,
+        "serviceRps": 9.877,
+        "step": None,
+    }
     # A model that said only part: the rest is null (a merge patch removes it), never a zero.
     partial = _status_of(replace(decision, outlook=Outlook(arrivals_rps=3.0)))["outlook"]
-    assert partial == {"perTokenCap": None, "queueFloor": None, "arrivalsRps": 3.0, "serviceRps": None}
+    assert partial == {
+        "perTokenCap": None,
+        "queueFloor": None,
+        "arrivalsRps": 3.0,
+        "serviceRps": None,
+        "step": None,
+    }
     assert _status_of(replace(decision, outlook=Outlook()))["outlook"] is None
     # The queue model's service is inf where its hold time is 0: JSON has no inf, and the API server would
     # refuse the whole patch (cap, conditions and all). It is written as unknown.
@@ -112,11 +125,34 @@ def test_status_carries_what_the_models_said_and_clears_it_when_they_say_nothing
         "queueFloor": 3,
         "arrivalsRps": None,
         "serviceRps": None,
+        "step": None,
     }
     assert _status_of(replace(decision, outlook=Outlook(arrivals_rps=float("nan"))))["outlook"] is None
     json.dumps(endless, allow_nan=False)  # what the API server would accept
     # No arrivals is a measurement, not silence.
     idle = _status_of(replace(decision, outlook=Outlook(arrivals_rps=0.0)))["outlook"]
     assert idle is not None and idle["arrivalsRps"] == 0.0
+    # The step's costs in milliseconds (per thousand tokens for the token parts); a part not yet learned
+    # is null; before any step is seen, nothing.
+    costs = StepCosts(
+        base_s=0.0061234,
+        per_sequence_s=1.5e-4,
+        per_prefill_token_s=3e-5,
+        relative_error=0.0123,
+        mean_step_s=0.009,
+    )
+    step = _status_of(replace(decision, outlook=Outlook(step_costs=costs)))["outlook"]["step"]
+    assert step == {
+        "meanMs": 9.0,
+        "baseMs": 6.123,
+        "perSequenceMs": 0.15,
+        "per1kContextMs": None,
+        "per1kPrefillMs": 30.0,
+        "relativeError": 0.0123,
+    }
+    assert _status_of(replace(decision, outlook=Outlook(step_costs=StepCosts())))["outlook"] is None
     # The schema the CRD is generated from accepts what the builder writes.
     status_builders.InferenceServiceStatus.model_validate(_status_of(replace(decision, outlook=seen)))
+    status_builders.InferenceServiceStatus.model_validate(
+        _status_of(replace(decision, outlook=Outlook(step_costs=costs)))
+    )

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from governor.core import histogram as core_histogram
 from governor.core.law import Observation
+from governor.core.levers.steps import StepRates
 from governor.core.signals import LatencyKind
 from numpy.typing import NDArray
 
@@ -56,6 +57,7 @@ class _Snapshot:
     success: float
     preemptions: float
     long_prompts: float
+    steps: tuple[float, float, float, float, float]  # the runtime's step counters (StepRates' order)
 
 
 class Observer:
@@ -109,7 +111,15 @@ class Observer:
             e.success_total,
             float(e.preemptions),
             self.long_prompts,
+            (
+                e.stats.busy_s,
+                e.stats.steps,
+                e.stats.sequences,
+                e.stats.context_tokens,
+                e.stats.prefill_tokens,
+            ),
         )
+        previous = self.snapshots[-1] if self.snapshots else None
         self.snapshots.append(snap)
         while len(self.snapshots) > 1 and self.snapshots[1].t <= now - self.window_s + 1e-9:
             self.snapshots.popleft()
@@ -142,5 +152,14 @@ class Observer:
             long_prompt_rate=long_rate,
             ttft_p99_s=_finite(ttft_p99),
             token_budget=float(e.token_budget),
+            step_rates=_step_rates(previous, snap),
             **means,
         )
+
+
+def _step_rates(old: _Snapshot | None, new: _Snapshot) -> StepRates | None:
+    """The step counters' rates over the last tick (the operator reads them over its gauge window)."""
+    if old is None or new.t <= old.t:
+        return None
+    span = new.t - old.t
+    return StepRates(*((b - a) / span for a, b in zip(old.steps, new.steps, strict=True)))

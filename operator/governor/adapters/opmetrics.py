@@ -76,6 +76,18 @@ MODEL_SERVICE = Gauge(
     "Requests per second the levers law's queue model says the engines serve at the cap decided.",
     _ISVC,
 )
+MODEL_STEP_COST = Gauge(
+    signals.OP_MODEL_STEP_COST,
+    "What one engine step costs as the levers law fits it on the runtime's step counters, by part: base (per "
+    "step), sequence, context_token, prefill_token (NaN: not learned yet).",
+    [*_ISVC, "part"],
+)
+_STEP_PARTS = (
+    ("base", "base_s"),
+    ("sequence", "per_sequence_s"),
+    ("context_token", "per_context_token_s"),
+    ("prefill_token", "per_prefill_token_s"),
+)
 _OUTLOOK = (
     (MODEL_PER_TOKEN_CAP, "per_token_cap"),
     (MODEL_QUEUE_FLOOR, "queue_floor"),
@@ -101,9 +113,15 @@ def export_step(namespace: str, name: str, cfg: LawConfig, report: StepReport) -
     for gauge, field in _OUTLOOK:  # NaN (absent in PromQL) where the model says nothing, or no model runs
         value = None if decision.outlook is None else getattr(decision.outlook, field)
         gauge.labels(**labels).set(float("nan") if value is None else value)
+    costs = None if decision.outlook is None else decision.outlook.step_costs
+    for part, field in _STEP_PARTS:
+        cost = None if costs is None else getattr(costs, field)
+        MODEL_STEP_COST.labels(**labels, part=part).set(float("nan") if cost is None else cost)
 
 
 def forget_service(namespace: str, name: str) -> None:
     """A loop that stops leaves no stale value behind: its gauges read NaN (absent in PromQL)."""
     for metric in (CAP, P99, P99_SMOOTHED, *(gauge for gauge, _ in _OUTLOOK)):
         metric.labels(namespace=namespace, name=name).set(float("nan"))
+    for part, _ in _STEP_PARTS:
+        MODEL_STEP_COST.labels(namespace=namespace, name=name, part=part).set(float("nan"))

@@ -132,4 +132,5 @@ _SCALARS = (
     "cap",
     "token_budget",
     *promql.MEANS,
+    *promql.STEP_RATES,
 )

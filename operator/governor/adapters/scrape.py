@@ -161,10 +161,16 @@ class DirectScraper:
         if not pairs:
             return None
 
-        def rate(name: str) -> float | None:
+        recent = []  # per pod: (oldest scrape inside the gauge window, newest): the step fit's intervals
+        for url in urls:
+            history = [s for s in self._history.get(url, ()) if s.at >= now - gauge_window_s - 1e-9]
+            if len(history) > 1:
+                recent.append((history[0], history[-1]))
+
+        def rate(name: str, over: Sequence[tuple[_Scrape, _Scrape]] = pairs) -> float | None:
             rates = [
                 _increase(sum(new.values.get(name, [])), sum(old.values.get(name, []))) / (new.at - old.at)
-                for old, new in pairs
+                for old, new in over
                 if new.at > old.at and name in new.values
             ]
             return sum(rates) / len(rates) if rates else None
@@ -203,4 +209,5 @@ class DirectScraper:
             cap=gauge(signals.RUNTIME_CAP, min),
             token_budget=gauge(signals.RUNTIME_TOKEN_BUDGET, min),
             **{name: _mean(pairs, histogram) for name, histogram in promql.MEANS.items()},
+            **{name: rate(counter, recent) for name, counter in promql.STEP_RATES.items()},
         )

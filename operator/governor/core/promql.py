@@ -66,6 +66,18 @@ MEANS: dict[str, str] = {
 }
 
 
+# Reading field -> the runtime's step counter whose rate it is (governor.core.levers.steps fits them). Over
+# the gauge window, not the latency window: the fit wants many short, distinct intervals, not one long one
+# that each tick shares with the last.
+STEP_RATES: dict[str, str] = {
+    "step_seconds_rate": signals.RUNTIME_STEP_SECONDS,
+    "steps_rate": signals.RUNTIME_STEPS,
+    "step_sequences_rate": signals.RUNTIME_STEP_SEQUENCES,
+    "step_context_rate": signals.RUNTIME_STEP_CONTEXT_TOKENS,
+    "step_prefill_rate": signals.RUNTIME_STEP_PREFILL_TOKENS,
+}
+
+
 def with_ttft(latencies: set[tuple[LatencyKind, float]]) -> set[tuple[LatencyKind, float]]:
     """The quantiles asked for, plus TTFT at each of their quantiles: the goodput bound is judged on it."""
     return latencies | {(LatencyKind.TTFT, q) for _, q in latencies}
@@ -106,6 +118,7 @@ def queries(
         cap=f"min by ({g.by}) ({signals.RUNTIME_CAP}{{{g.selector}}})",
         token_budget=f"min by ({g.by}) ({signals.RUNTIME_TOKEN_BUDGET}{{{g.selector}}})",
         **{name: mean(histogram, g, window_s) for name, histogram in MEANS.items()},
+        **{name: _avg_rate(counter, g, gauge_window_s) for name, counter in STEP_RATES.items()},
         # When each service was last scraped: older than the staleness limit means every value is stale.
         last_scrape=f"max by ({g.by}) (timestamp({signals.RUNNING}{{{g.selector}}}))",
     )

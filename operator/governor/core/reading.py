@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from governor.core import promql
 from governor.core.law import Observation
+from governor.core.levers.steps import StepRates
 from governor.core.signals import LatencyKind
 
 Key = tuple[str, ...]
@@ -38,6 +39,19 @@ class Reading:
     queue_time_mean_s: float | None = None
     output_tokens_mean: float | None = None
     inference_time_mean_s: float | None = None
+    # The runtime's step counters as rates over the gauge window (promql.STEP_RATES), per engine.
+    step_seconds_rate: float | None = None
+    steps_rate: float | None = None
+    step_sequences_rate: float | None = None
+    step_context_rate: float | None = None
+    step_prefill_rate: float | None = None
+
+    @property
+    def step_rates(self) -> StepRates | None:
+        """The step fit's sample; None unless the engines report every counter (an older runtime does not)."""
+        values = [getattr(self, name) for name in promql.STEP_RATES]
+        known = [float(v) for v in values if v is not None]
+        return StepRates(*known) if len(known) == len(values) else None
 
     def p99(self, kind: LatencyKind, quantile: float) -> float | None:
         return self.latency.get(promql.latency_signal(kind, quantile))
@@ -62,6 +76,7 @@ class Reading:
             # the readers add TTFT at every quantile asked for (promql.with_ttft)
             ttft_p99_s=self.p99(LatencyKind.TTFT, quantile),
             token_budget=self.token_budget,
+            step_rates=self.step_rates,
         )
 
 

@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field
 
 from governor.core import spec as api
 from governor.core.law import Decision, LawConfig
+from governor.core.levers.steps import StepCosts
 from governor.core.spec import _Model
 
 ConditionType = Literal[
@@ -45,6 +46,24 @@ class LastDecision(_Model):
     reason: str = ""
 
 
+class StepCostsStatus(_Model):
+    """An engine step's cost, fitted on the runtime's step counters (governor.core.levers.steps): a fixed
+    part, a part per sequence in the batch, per thousand tokens of context the decoding sequences hold, and
+    per thousand prefill tokens computed. A part the load has not yet shown, or not told apart from another
+    (one batch size alone: the fixed and per-sequence parts), is null."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    mean_ms: float | None = None
+    """The mean step over the fit's memory: known before its parts are told apart."""
+    base_ms: float | None = None
+    per_sequence_ms: float | None = None
+    per_1k_context_ms: float | None = Field(default=None, alias="per1kContextMs")
+    per_1k_prefill_ms: float | None = Field(default=None, alias="per1kPrefillMs")
+    relative_error: float | None = None
+    """The fit's residual scale over the engine's mean busy share: how well the linear form holds."""
+
+
 class ModelOutlook(_Model):
     """What the levers law's models said at the last tick (governor.core.law.Outlook); a field is absent where
     a model said nothing. The cap lies between the two caps when both are known: above the per-token cap the
@@ -62,6 +81,8 @@ class ModelOutlook(_Model):
     """Requests per second reaching one engine: its completions plus the growth of what it holds."""
     service_rps: float | None = None
     """The queue model's service at the cap decided, in requests per second per engine."""
+    step: StepCostsStatus | None = None
+    """What one engine step costs, learned from the runtime's step counters; absent until it is."""
 
 
 class InferenceServiceStatus(_Model):
@@ -176,9 +197,34 @@ def _outlook(decision: Decision) -> ModelOutlook | None:
         else None
         for name in ("arrivals_rps", "service_rps")
     }
-    if seen.per_token_cap is None and seen.queue_floor is None and all(v is None for v in rps.values()):
+    step = _step_costs(seen.step_costs)
+    if (
+        seen.per_token_cap is None
+        and seen.queue_floor is None
+        and step is None
+        and all(v is None for v in rps.values())
+    ):
         return None
-    return ModelOutlook(per_token_cap=seen.per_token_cap, queue_floor=seen.queue_floor, **rps)
+    return ModelOutlook(per_token_cap=seen.per_token_cap, queue_floor=seen.queue_floor, step=step, **rps)
+
+
+def _step_costs(costs: StepCosts | None) -> StepCostsStatus | None:
+    """Milliseconds to four digits; None until a step is seen."""
+
+    def ms(seconds: float | None, per: float = 1.0) -> float | None:
+        return None if seconds is None else float(f"{seconds * per * 1e3:.4g}")
+
+    if costs is None or costs.mean_step_s is None:
+        return None
+    error = costs.relative_error
+    return StepCostsStatus(
+        mean_ms=ms(costs.mean_step_s),
+        base_ms=ms(costs.base_s),
+        per_sequence_ms=ms(costs.per_sequence_s),
+        per_1k_context_ms=ms(costs.per_context_token_s, 1000),
+        per_1k_prefill_ms=ms(costs.per_prefill_token_s, 1000),
+        relative_error=float(f"{error:.3g}") if error is not None and math.isfinite(error) else None,
+    )
 
 
 def _dump(status: InferenceServiceStatus) -> dict[str, Any]:

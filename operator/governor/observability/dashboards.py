@@ -223,6 +223,22 @@ def rows() -> tuple[Row, ...]:
                     ),
                     width=12,
                 ),
+                Panel(
+                    title="Engine step time (runtime)",
+                    description="The mean engine step over the pods, from the runtime's step counters, and "
+                    "the fixed part of a step as the levers law fits it on them (the rest is per sequence, "
+                    "per context token and per prefill token: governor_model_step_cost_seconds by part, "
+                    "and status.outlook.step).",
+                    targets=(
+                        Target(q.mean_step(), "mean step"),
+                        Target(
+                            q.operator(signals.OP_MODEL_STEP_COST, f'{q.DASHBOARD_SELECTOR}, part="base"'),
+                            "fitted fixed part",
+                        ),
+                    ),
+                    unit="s",
+                    width=12,
+                ),
             ),
         ),
         Row(

@@ -81,6 +81,14 @@ def per_second(
     return f"sum{group} (rate({counter}{_sel(selector)}[{window}]))"
 
 
+def mean_step(selector: str = DASHBOARD_SELECTOR, window: str = RATE_WINDOW) -> str:
+    """The mean engine step over the pods, in seconds, from the runtime's step counters."""
+    return (
+        f"{per_second(signals.RUNTIME_STEP_SECONDS, selector, window)}"
+        f" / {per_second(signals.RUNTIME_STEPS, selector, window)}"
+    )
+
+
 def cap_utilisation(selector: str = DASHBOARD_SELECTOR, by: str = "") -> str:
     """Running requests over the live cap, summed over the pods (1.0: every admitted slot is busy)."""
     return f"{total(signals.RUNNING, selector, by)} / {total(signals.RUNTIME_CAP, selector, by)}"

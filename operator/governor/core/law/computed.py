@@ -59,6 +59,7 @@ from governor.core.law.steps import clip, mode_cap, raise_cap
 from governor.core.levers.fit import TRUST, LeverFit
 from governor.core.levers.plan import CapPlan, PlanSettings, plan_cap
 from governor.core.levers.queueing import TpotLine, Workload, service_rate, service_time_s
+from governor.core.levers.steps import StepCostFit
 
 # Largest raise one computed move makes: a cap far above every batch the fits have seen is extrapolation;
 # doubling per move still reaches any ceiling from 1 in 8 moves. Inert on the twin matrix at 1.5 and 4
@@ -139,7 +140,10 @@ def computed_decide(state: LawState, obs: Observation, cfg: LawConfig) -> Decisi
         chosen = _decision(state, base, state.cap, "budget-first", detail, chosen.replica_wish, kept)
     decision = with_budget(state, obs, cfg, chosen)
     raised = obs.now_s if decision.cap > state.cap else state.raised_s
-    decision = replace(decision, state=decision.state.model_copy(update={"raised_s": raised}))
+    step_fit = (state.step_fit or StepCostFit()).update(obs.step_rates)
+    decision = replace(
+        decision, state=decision.state.model_copy(update={"raised_s": raised, "step_fit": step_fit})
+    )
     return replace(decision, outlook=_outlook(state, obs, cfg, decision, plan))
 
 
@@ -730,13 +734,16 @@ def _outlook(
     """What the models say at this tick, for the operator's series and log: the per-token cap, the queue
     floor, the arrivals and the modelled service at the cap decided."""
     model = queue_model(state, obs, decision.state, cfg.tick_s)
+    fit = decision.state.step_fit
+    step_costs = None if fit is None or obs.step_rates is None else fit.costs()  # blind: it says nothing
     if model is None:
-        return Outlook(per_token_cap=_meetable(plan))
+        return Outlook(per_token_cap=_meetable(plan), step_costs=step_costs)
     return Outlook(
         per_token_cap=_meetable(plan),
         queue_floor=_carrying(model, mode_cap(decision.mode, cfg), _wait_bound(obs, cfg), cfg),
         arrivals_rps=model.arrivals,
         service_rps=model.service(decision.cap),
+        step_costs=step_costs,
     )
 
 

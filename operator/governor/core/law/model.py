@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from governor.core.levers.fit import LeverFit
+from governor.core.levers.steps import StepCostFit, StepCosts, StepRates
 from governor.core.signals import LatencyKind
 
 Mode = Literal["normal", "long-tail", "burst"]
@@ -217,6 +218,8 @@ class LawState(BaseModel):
     budget_moved_s: float | None = None
     budget_verdict: str | None = None
     budget_missed: int | None = None  # the budget of the last per-token miss it cut from (rule 14's memory)
+    # What the engine's steps cost, fitted on the runtime's step counters (levers law only).
+    step_fit: StepCostFit | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +244,7 @@ class Observation:
     inference_time_mean_s: float | None = None  # mean time a request held a slot: scheduled to last token
     ttft_p99_s: float | None = None  # TTFT at the SLO's quantile: the goodput bound is judged on it
     token_budget: float | None = None  # the per-step token budget the engines hold (the lowest)
+    step_rates: StepRates | None = None  # the runtime's step counters' rates: what the steps cost
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +258,7 @@ class Outlook:
     queue_floor: int | None = None  # the smallest cap the queue model says carries the arrivals (None: none)
     arrivals_rps: float | None = None  # requests per second reaching the engine (completions + growth)
     service_rps: float | None = None  # the queue model's service at the cap decided
+    step_costs: StepCosts | None = None  # what a step costs, learned from the runtime's step counters
 
     def describe(self) -> str:
         """One phrase for a log line ("" when the models say nothing)."""
@@ -264,6 +269,8 @@ class Outlook:
         ]
         if self.arrivals_rps is not None and self.service_rps is not None:
             parts.append(f"{self.arrivals_rps:.3g} req/s arriving, {self.service_rps:.3g} served at the cap")
+        if self.step_costs is not None and (step := self.step_costs.describe()):
+            parts.append(step)
         return ", ".join(parts)
 
 
