@@ -4,9 +4,11 @@ own engine model every tick (`governor_twin.known.KnownEnginePolicy`: the measur
 the last window, the next minute replayed at each cap, the cap that keeps the most requests within both
 bounds held). Both are judged as the matrix judges them, against the committed best static cap of the cell.
 
-The known-engine policy is an oracle: no law is told the engine's step costs (vLLM does not report them), and
-it reads the requests' own lengths where a law reads histograms. Its distance to the law is what learning the
-engine could buy; its distance to 1 is the price of a window's lag on a load it only measures.
+The known-engine policy is an oracle: no law is told the engine's step costs, and it reads the requests' own
+lengths where a law reads histograms. Its distance to the law is what learning the engine could buy; its
+distance to 1 is the price of a window's lag on a load it only measures. Beside it, the same replay on what
+an operator sees (`SeenEnginePolicy`: the step costs fitted on the runtime's step counters, completions and
+queue, the token histograms): what is left of the gain once the engine is learned, not told.
 
     python benchmarks/engine_known.py [--seed 0] [--jobs 2] [--cells profile/target/workload,...] [--out FILE]
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from governor.core.law import computed_decide
-from governor_twin.known import KnownEnginePolicy
+from governor_twin.known import KnownEnginePolicy, SeenEnginePolicy
 from governor_twin.matrix.goodput import score
 from governor_twin.matrix.profiles import derive_targets, get_profile
 from governor_twin.matrix.report import SERVED
@@ -59,8 +61,8 @@ def losing(cells: dict[str, dict[str, Any]]) -> list[str]:
     return names
 
 
-def job(args: tuple[str, int]) -> tuple[str, float, float, float]:
-    """(cell, law's goodput, the known-engine policy's, seconds taken) on one cell."""
+def job(args: tuple[str, int]) -> tuple[str, float, float, float, float]:
+    """(cell, the goodput of the law, of the known-engine and of the seen-engine policy, seconds taken)."""
     name, seed = args
     began = time.monotonic()
     profile_name, target, workload = name.split("/")
@@ -71,8 +73,10 @@ def job(args: tuple[str, int]) -> tuple[str, float, float, float]:
     scenario = plan.judged(tpot_s, ttft_s)
     law = new_law_policy(computed_decide, tpot_s, ttft_s, profile.ceiling, _gpu(profile))
     known = KnownEnginePolicy(profile, tpot_s, ttft_s, law.tick_s, law.window_s)
-    scores = [score(run(scenario, p, seed=seed, profile=profile), tpot_s, ttft_s) for p in (law, known)]
-    return name, scores[0].goodput_rps, scores[1].goodput_rps, time.monotonic() - began
+    seen = SeenEnginePolicy(profile, tpot_s, ttft_s, law.tick_s, law.window_s)
+    scores = [score(run(scenario, p, seed=seed, profile=profile), tpot_s, ttft_s) for p in (law, known, seen)]
+    law_gp, known_gp, seen_gp = (s.goodput_rps for s in scores)
+    return name, law_gp, known_gp, seen_gp, time.monotonic() - began
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,18 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         + " Goodput (requests per second within both bounds) over the best static's, from the committed "
         "report of this draw; the law re-run here. The known-engine policy replays each candidate cap on the "
-        "twin's own engine every tick (an oracle: see the script's docstring).",
+        "twin's own engine every tick (an oracle: see the script's docstring); the seen-engine policy runs "
+        "the same replay on what an operator sees.",
         "",
-        "| cell | best static (req/s) | law / best | engine known / best |",
-        "|---|---:|---:|---:|",
+        "| cell | best static (req/s) | law / best | engine known / best | engine seen / best |",
+        "|---|---:|---:|---:|---:|",
     ]
-    ratios: list[tuple[float, float]] = []
-    for name, law, known, _ in rows:
+    ratios: list[tuple[float, float, float]] = []
+    for name, law, known, seen, _ in rows:
         best = best_static(cells[name])
-        ratios.append((law / best, known / best))
-        lines.append(f"| {name} | {best:.2f} | {law / best:.2f} | {known / best:.2f} |")
+        ratios.append((law / best, known / best, seen / best))
+        lines.append(f"| {name} | {best:.2f} | {law / best:.2f} | {known / best:.2f} | {seen / best:.2f} |")
     if ratios:
-        for i, label in ((0, "law"), (1, "engine known")):
+        for i, label in ((0, "law"), (1, "engine known"), (2, "engine seen")):
             values = [r[i] for r in ratios]
             lines.append(
                 f"\n{label}: mean {statistics.fmean(values):.2f}, worst {min(values):.2f}, "

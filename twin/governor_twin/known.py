@@ -9,17 +9,26 @@ It is an oracle twice over: the engine model is the one the benchmark runs (no l
 and vLLM does not report them), and the lengths are the requests' own, where a law reads histograms. What
 it measures is the distance between the law and a law with perfect knowledge of the engine, measured load
 and a window's lag; the per-phase oracle, which knows the future load, bounds both.
+
+`SeenEnginePolicy` runs the same replay on what an operator sees instead: the step costs it fits on the
+runtime's step counters, the completions and queue, and the token histograms. Its distance to the known
+engine is what the operator's view costs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from governor.core.law import Observation
+from governor.core.levers.steps import StepCostFit
 
 from governor_twin.engine import Engine
-from governor_twin.profile import EngineProfile
+from governor_twin.histogram import FloatArray
+from governor_twin.profile import EngineProfile, StepTimeModel
+from governor_twin.table import IntArray
 
 DRAIN_S = 30.0  # past the horizon, the time the replay lets its last requests finish
 
@@ -88,9 +97,7 @@ class KnownEnginePolicy:
         return ceiling
 
     def decide(self, obs: Observation) -> int:
-        engine, now = self.engine, obs.now_s
-        if engine is None:
-            raise RuntimeError("KnownEnginePolicy reads its engine: sim.run hands it over through watch()")
+        engine, now = self._engine(), obs.now_s
         n = engine.n
         finish, sent = engine.finish[:n], engine.sent[:n]
         recent = np.nonzero((finish > now - self.window_s) & (finish <= now))[0]
@@ -99,16 +106,38 @@ class KnownEnginePolicy:
         if recent.size < 10 or rate <= 0:
             self.last_reason = "no load measured: held"
             return self.cap
-        rng = np.random.default_rng(round(now * 1000))
+
+        def lengths(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
+            pick = rng.choice(recent, count)
+            return engine.prompt[pick], engine.max_tokens[pick]
+
+        return self._replay(self.profile, obs, rate, lengths)
+
+    def _engine(self) -> Engine:
+        if self.engine is None:
+            raise RuntimeError(
+                f"{type(self).__name__} reads its engine: sim.run hands it over through watch()"
+            )
+        return self.engine
+
+    def _replay(
+        self,
+        profile: EngineProfile,
+        obs: Observation,
+        rate: float,
+        lengths: Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]],
+    ) -> int:
+        """Draw the next `horizon_s` of arrivals at `rate` with `lengths`, today's backlog first; replay them
+        at each candidate cap on `profile`; hold the largest cap within 1 % of the best."""
+        rng = np.random.default_rng(round(obs.now_s * 1000))
         count = int(rng.poisson(rate * self.horizon_s))
         backlog = round(obs.waiting or 0.0)
-        pick = rng.choice(recent, count + backlog)
+        prompts, outputs = lengths(rng, count + backlog)
         arrivals = np.concatenate([np.zeros(backlog), np.sort(rng.uniform(0, self.horizon_s, count))])
-        prompts, outputs = engine.prompt[pick], engine.max_tokens[pick]
         caps = candidate_caps(1, self.profile.ceiling, self.ratio)
         kept = [
             within_both(
-                self.profile, c, arrivals, prompts, outputs, backlog, self.horizon_s, self.tpot_s, self.ttft_s
+                profile, c, arrivals, prompts, outputs, backlog, self.horizon_s, self.tpot_s, self.ttft_s
             )
             for c in caps
         ]
@@ -117,3 +146,66 @@ class KnownEnginePolicy:
             self.cap = max(c for c, k in zip(caps, kept, strict=True) if k >= 0.99 * best)
         self.last_reason = f"replay: cap {self.cap} keeps {best:.3g} req/s within both ({rate:.3g} arriving)"
         return self.cap
+
+
+@dataclass
+class SeenEnginePolicy(KnownEnginePolicy):
+    """The same replay fed only what an operator sees, a prototype of the law the lead asks for: the engine
+    from the step costs fitted on the step counters (governor.core.levers.steps; a flat step at the mean
+    while the fixed and per-sequence parts are not told apart), the arrivals as the window's completions plus
+    the growth of its queue, and the lengths drawn, independently, from the window's prompt and generation
+    token histograms (vLLM's 1-2-5 buckets, uniform within a bucket)."""
+
+    name: str = "engine seen (replay)"
+    fit: StepCostFit = field(default_factory=StepCostFit)
+    seen: deque[tuple[float, FloatArray, FloatArray, float, float]] = field(default_factory=deque)
+
+    def decide(self, obs: Observation) -> int:
+        engine, now = self._engine(), obs.now_s
+        engine.flush()
+        self.fit = self.fit.update(obs.step_rates)
+        prompts, outputs = engine.prompt_hist, engine.generation_hist
+        self.seen.append(
+            (now, prompts.counts.copy(), outputs.counts.copy(), engine.success_total, obs.waiting or 0)
+        )
+        while len(self.seen) > 1 and self.seen[1][0] <= now - self.window_s + 1e-9:
+            self.seen.popleft()
+        (t0, p0, g0, done0, waiting0), (t1, p1, g1, done1, waiting1) = self.seen[0], self.seen[-1]
+        finished = done1 - done0
+        rate = max(0.0, (finished + waiting1 - waiting0) / (t1 - t0)) if t1 > t0 else 0.0
+        model = self._model()
+        if finished < 10 or rate <= 0 or model is None:
+            self.last_reason = "no load or no step measured: held"
+            return self.cap
+        top = float(self.profile.max_model_len)
+
+        def lengths(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
+            return (
+                _from_histogram(rng, prompts.edges, p1 - p0, count, top),
+                _from_histogram(rng, outputs.edges, g1 - g0, count, top),
+            )
+
+        return self._replay(replace(self.profile, step=model), obs, rate, lengths)
+
+    def _model(self) -> StepTimeModel | None:
+        costs = self.fit.costs()
+        if costs.mean_step_s is None:
+            return None
+        if costs.base_s is None or costs.per_sequence_s is None:
+            return StepTimeModel(costs.mean_step_s, 0.0, 0.0, 0.0)
+        return StepTimeModel(
+            costs.base_s,
+            costs.per_sequence_s,
+            costs.per_context_token_s or 0.0,
+            costs.per_prefill_token_s or 0.0,
+        )
+
+
+def _from_histogram(
+    rng: np.random.Generator, edges: FloatArray, counts: FloatArray, count: int, top: float
+) -> IntArray:
+    """`count` token lengths drawn from a window's bucket counts (the last bucket ends at `top`)."""
+    bucket = rng.choice(counts.size, count, p=counts / counts.sum())
+    low, high = np.concatenate([[0.0], edges])[bucket], np.concatenate([edges, [top]])[bucket]
+    lengths: IntArray = np.maximum(1, np.floor(rng.uniform(low, high)) + 1).astype(np.int64)
+    return lengths
